@@ -1,0 +1,22 @@
+"""Shared fixtures: every test must leave grad mode and anomaly detection as it found them."""
+
+import pytest
+from hypothesis import settings
+
+import tinyattn as ta
+from tinyattn import autograd
+
+# numba compiles on first call, so no example may be timed out for being the first.
+settings.register_profile("tinyattn", deadline=None, max_examples=25, derandomize=True)
+settings.load_profile("tinyattn")
+
+
+@pytest.fixture(autouse=True)
+def _grad_mode_is_not_leaked():
+    assert ta.is_grad_enabled(), "grad mode was off before the test started"
+    yield
+    leaked_grad = not ta.is_grad_enabled()
+    leaked_anomaly = autograd.is_anomaly_enabled()
+    autograd._set_grad_enabled(True)
+    assert not leaked_grad, "the test left grad mode off (a no_grad() region was not exited)"
+    assert not leaked_anomaly, "the test left detect_anomaly on"

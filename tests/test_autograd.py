@@ -1,0 +1,201 @@
+"""Engine semantics: accumulation, retain_graph, deep graphs, hooks, grad mode, anomalies."""
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn.autograd import Context, Function, unbroadcast
+
+
+def test_reused_node_accumulates_gradients_from_every_path():
+    x = ta.tensor([2.0, -1.0], requires_grad=True)
+    y = x * x  # used twice below: a diamond
+    z = (y + y * 3).sum()
+    z.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 4 * 2 * x.numpy())  # d(4x²)/dx = 8x
+
+
+def test_leaf_used_by_two_ops_sums_both_contributions():
+    x = ta.tensor(3.0, requires_grad=True)
+    (x * 2 + x.exp()).backward()
+    assert x.grad.item() == pytest.approx(2 + np.exp(3.0))
+
+
+def test_backward_twice_with_retain_graph_accumulates():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * 2 * x.numpy())
+
+
+def test_second_backward_through_freed_graph_is_a_clear_error():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    y = (x.exp() * 2).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="backward through the graph a second time"):
+        y.backward()
+
+
+def test_ten_thousand_op_chain_needs_no_recursion():
+    x = ta.tensor(1.0, dtype="float64", requires_grad=True)
+    y = x
+    for _ in range(10_000):
+        y = y * 1.0001
+    y.backward()
+    assert x.grad.item() == pytest.approx(1.0001**10_000, rel=1e-9)
+
+
+def test_non_scalar_backward_without_gradient_is_a_clear_error():
+    y = ta.ones(2, 3, requires_grad=True) * 2
+    with pytest.raises(RuntimeError, match=r"shape \(2, 3\), so pass gradient="):
+        y.backward()
+
+
+def test_backward_with_gradient_of_wrong_shape_names_both_shapes():
+    y = ta.ones(2, 3, requires_grad=True) * 2
+    with pytest.raises(ValueError, match=r"gradient has shape \(3, 2\) but the tensor has shape \(2, 3\)"):
+        y.backward(np.ones((3, 2)))
+
+
+def test_backward_on_tensor_without_grad_is_a_clear_error():
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ta.ones(2).sum().backward()
+
+
+def test_non_scalar_backward_with_gradient_is_a_vector_jacobian_product():
+    x = ta.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    (x * x).backward(ta.tensor([1.0, 0.0, -1.0]))
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 0.0, -6.0])
+
+
+def test_intermediate_gradients_are_not_kept_unless_retained():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    hidden = x * 3
+    kept = hidden.exp()
+    kept.retain_grad()
+    kept.sum().backward()
+    assert hidden.grad is None
+    np.testing.assert_allclose(kept.grad.numpy(), [1.0, 1.0])
+    np.testing.assert_allclose(x.grad.numpy(), 3 * np.exp(3 * x.numpy()), rtol=1e-6)
+
+
+def test_hook_on_intermediate_sees_and_replaces_the_gradient():
+    x = ta.tensor([1.0, 2.0], requires_grad=True)
+    y = x * 2
+    seen = []
+    y.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 0.5)
+    (y * ta.tensor([1.0, 10.0])).sum().backward()
+    np.testing.assert_allclose(seen[0], [1.0, 10.0])
+    np.testing.assert_allclose(x.grad.numpy(), [1.0, 10.0])  # 0.5 * 2 * [1, 10]
+
+
+def test_hook_on_leaf_runs_once_on_the_summed_gradient_and_can_be_removed():
+    x = ta.tensor([1.0], requires_grad=True)
+    calls = []
+    handle = x.register_hook(lambda g: calls.append(g.item()))
+    (x * 2 + x * 3).sum().backward()
+    assert calls == [5.0]
+    handle.remove()
+    (x * 2).sum().backward()
+    assert calls == [5.0]
+
+
+def test_no_grad_records_nothing_and_works_as_decorator():
+    x = ta.ones(3, requires_grad=True)
+    with ta.no_grad():
+        y = x * 2
+        assert not ta.is_grad_enabled()
+    assert ta.is_grad_enabled()
+    assert not y.requires_grad and y.grad_fn is None
+
+    @ta.no_grad()
+    def double(t):
+        return t * 2
+
+    z = double(x)
+    assert z.grad_fn is None and ta.is_grad_enabled()
+    with ta.no_grad(), ta.enable_grad():
+        assert (x * 2).requires_grad
+
+
+def test_nothing_is_recorded_when_no_input_requires_grad():
+    a, b = ta.ones(2), ta.ones(2)
+    assert (a * b).grad_fn is None
+
+
+def test_grad_fn_names_the_op_and_links_to_inputs():
+    x = ta.ones(2, requires_grad=True)
+    y = x.exp() * 2
+    assert y.grad_fn.name == "Mul"
+    assert y.grad_fn.next_functions[0].name == "Exp"
+    assert not y.is_leaf and x.is_leaf
+
+
+def test_detect_anomaly_names_the_op_whose_backward_made_nan():
+    x = ta.tensor([-1.0, 4.0], requires_grad=True)
+    y = (x.sqrt() * 2).sum()  # sqrt(-1) = nan, so its backward returns nan
+    with ta.detect_anomaly(), pytest.raises(RuntimeError, match="backward of 'Sqrt'"):
+        y.backward()
+
+
+def test_without_detect_anomaly_nan_propagates_silently_as_in_pytorch():
+    x = ta.tensor([-1.0, 4.0], requires_grad=True)
+    (x.sqrt()).sum().backward()
+    assert np.isnan(x.grad.numpy()[0])
+
+
+def test_gradients_have_the_dtype_and_shape_of_their_input():
+    x = ta.ones(3, 1, dtype="float32", requires_grad=True)
+    w = ta.ones(1, 4, dtype="float64", requires_grad=True)
+    (x * w).sum().backward()
+    assert x.grad.dtype == np.float32 and x.grad.shape == (3, 1)
+    assert w.grad.dtype == np.float64 and w.grad.shape == (1, 4)
+    np.testing.assert_allclose(x.grad.numpy(), 4.0)
+    np.testing.assert_allclose(w.grad.numpy(), 3.0)
+
+
+def test_unbroadcast_sums_added_and_stretched_axes():
+    grad = np.arange(24.0).reshape(2, 3, 4)
+    np.testing.assert_allclose(unbroadcast(grad, (3, 1)), grad.sum(axis=(0, 2))[:, None])
+    np.testing.assert_allclose(unbroadcast(grad, ()), grad.sum())
+    assert unbroadcast(grad, (2, 3, 4)) is grad
+    with pytest.raises(ValueError, match=r"cannot reduce gradient of shape \(2, 3, 4\) to \(5,\)"):
+        unbroadcast(grad, (5,))
+
+
+def test_custom_function_plugs_into_the_engine():
+    class Cube(Function):
+        @staticmethod
+        def forward(ctx: Context, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        def backward(ctx: Context, grad):
+            (x,) = ctx.saved
+            return (3 * x * x * grad,)
+
+    x = ta.tensor([2.0], dtype="float64", requires_grad=True)
+    assert ta.gradcheck(lambda t: Cube.apply(t), (x,))
+
+
+def test_manual_seed_repeats_random_draws_bit_for_bit():
+    ta.manual_seed(123)
+    first = (ta.randn(4, 3).numpy(), ta.rand(5).numpy())
+    ta.manual_seed(123)
+    second = (ta.randn(4, 3).numpy(), ta.rand(5).numpy())
+    assert all(np.array_equal(a, b) for a, b in zip(first, second))
+    ta.manual_seed(124)
+    assert not np.array_equal(ta.randn(4, 3).numpy(), first[0])
+
+
+def test_grad_mode_is_per_thread():
+    import threading
+
+    seen = []
+    with ta.no_grad():
+        worker = threading.Thread(target=lambda: seen.append(ta.is_grad_enabled()))
+        worker.start()
+        worker.join()
+    assert seen == [True]

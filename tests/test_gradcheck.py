@@ -1,0 +1,74 @@
+"""The gradient checker must catch wrong gradients and say where they are wrong."""
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn.autograd import Function
+
+
+class WrongSquare(Function):
+    """y = x², with a backward that is wrong in one element."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return x * x
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved
+        dx = 2 * x * grad
+        dx.reshape(-1)[-1] += 0.5
+        return (dx,)
+
+
+def test_gradcheck_accepts_a_correct_gradient():
+    x = ta.randn(3, 4, dtype="float64", requires_grad=True)
+    assert ta.gradcheck(lambda t: (t * t).tanh(), (x,))
+
+
+def test_gradcheck_rejects_a_wrong_gradient_and_names_the_worst_element():
+    x = ta.tensor(np.arange(1.0, 7.0).reshape(2, 3), dtype="float64", requires_grad=True)
+    with pytest.raises(ta.GradcheckError, match=r"input 0 \(shape \(2, 3\)\).*element \(1, 2\)"):
+        ta.gradcheck(lambda t: WrongSquare.apply(t), (x,))
+    assert ta.gradcheck(lambda t: WrongSquare.apply(t), (x,), raise_exception=False) is False
+
+
+def test_random_directions_catch_a_wrong_gradient_in_a_large_input():
+    x = ta.randn(40, 40, dtype="float64", requires_grad=True)
+    with pytest.raises(ta.GradcheckError, match="random direction"):
+        ta.gradcheck(lambda t: WrongSquare.apply(t), (x,), max_elements=100)
+
+
+def test_gradcheck_catches_a_softmax_backward_that_a_bare_sum_would_miss():
+    class SoftmaxWithoutBackward(Function):
+        @staticmethod
+        def forward(ctx, x):
+            return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)
+
+        @staticmethod
+        def backward(ctx, grad):
+            return (np.zeros_like(grad),)  # wrong, yet d(sum softmax)/dx really is 0
+
+    x = ta.randn(2, 5, dtype="float64", requires_grad=True)
+    with pytest.raises(ta.GradcheckError):
+        ta.gradcheck(lambda t: SoftmaxWithoutBackward.apply(t), (x,))
+
+
+def test_gradcheck_runs_in_float64_even_for_float32_inputs():
+    x = ta.randn(3, dtype="float32", requires_grad=True)
+    dtypes = []
+    ta.gradcheck(lambda t: dtypes.append(t.dtype) or t * t, (x,))
+    assert set(dtypes) == {np.dtype(np.float64)}
+
+
+def test_gradcheck_checks_several_outputs_and_passes_integer_inputs_through():
+    x = ta.randn(4, 3, dtype="float64", requires_grad=True)
+    rows = ta.tensor([0, 2, 2])
+    assert ta.gradcheck(lambda t, idx: (t[idx], t.exp()), (x, rows))
+
+
+def test_gradcheck_without_differentiable_inputs_is_an_error():
+    with pytest.raises(ValueError, match="no input has requires_grad"):
+        ta.gradcheck(lambda t: t * 2, (ta.ones(2),))

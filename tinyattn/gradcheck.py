@@ -1,0 +1,143 @@
+"""Check analytic gradients against central finite differences, in float64.
+
+For a function ``f`` with outputs ``y`` and a random cotangent ``v`` (never a bare ``.sum()``:
+the sum of a softmax is constant, so its gradient would be zero whatever the backward did),
+the scalar ``L(x) = Σ <v, y(x)>`` has the gradient that one backward pass with ``gradient=v``
+computes. Each element of that gradient is compared with
+``(L(x + eps·e_i) − L(x − eps·e_i)) / (2·eps)``; for large inputs, random directions ``u``
+replace the unit vectors ``e_i`` and ``<∇L, u>`` is compared instead (a directional check that
+catches any wrong element with probability one).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from .autograd import no_grad
+from .tensor import Tensor
+
+
+class GradcheckError(RuntimeError):
+    """Raised by :func:`gradcheck` when an analytic gradient disagrees with finite differences."""
+
+
+def _as_outputs(value: Any) -> list[Tensor]:
+    outputs = list(value) if isinstance(value, (tuple, list)) else [value]
+    return [t for t in outputs if isinstance(t, Tensor)]
+
+
+def _objective(fn: Callable, inputs: Sequence[Any], cotangents: list[np.ndarray]) -> float:
+    with no_grad():
+        outputs = _as_outputs(fn(*inputs))
+    return float(sum(np.sum(out.data.astype(np.float64) * v) for out, v in zip(outputs, cotangents)))
+
+
+def gradcheck(
+    fn: Callable[..., Any],
+    inputs: Tensor | Sequence[Any],
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    max_elements: int = 512,
+    directions: int = 8,
+    seed: int = 0,
+) -> bool:
+    """Compare the backward of ``fn`` with central finite differences.
+
+    Parameters
+    ----------
+    fn : callable
+        Takes ``inputs`` and returns a tensor or a tuple of tensors.
+    inputs : Tensor or sequence
+        Tensors with ``requires_grad=True`` are checked; float ones are copied to float64 first.
+        Other items (integer tensors, numbers) are passed through unchanged.
+    eps, atol, rtol : float
+        Step, absolute and relative tolerance: pass when
+        ``|analytic − numeric| <= atol + rtol·|numeric|`` for every element/direction.
+    raise_exception : bool
+        Raise :class:`GradcheckError` with a report on failure (else return False).
+    max_elements : int
+        Inputs with at most this many elements are checked element by element; larger ones
+        along ``directions`` random directions.
+    seed : int
+        Seeds the cotangent and directions (a local generator: the global one is untouched).
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.randn(3, 4, dtype="float64", requires_grad=True)
+    >>> ta.gradcheck(lambda t: (t * t).softmax(dim=-1), (x,))
+    True
+    """
+    rng = np.random.default_rng(seed)
+    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    args: list[Any] = []
+    for item in items:
+        if isinstance(item, Tensor) and item.dtype.kind == "f":
+            item = Tensor(item.data.astype(np.float64), requires_grad=item.requires_grad)
+        args.append(item)
+    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    if not checked:
+        raise ValueError("gradcheck: no input has requires_grad=True, so there is nothing to check")
+
+    outputs = _as_outputs(fn(*args))
+    differentiable = [out for out in outputs if out.requires_grad]
+    if not differentiable:
+        raise ValueError("gradcheck: no output of fn requires grad (was the graph recorded?)")
+    cotangents = [rng.standard_normal(out.shape) for out in outputs]
+    total = None
+    for out, v in zip(outputs, cotangents):
+        if out.requires_grad:
+            term = (out * Tensor(v.astype(out.dtype))).sum()
+            total = term if total is None else total + term
+    total.backward()
+
+    for i in checked:
+        x = args[i]
+        analytic = np.zeros(x.shape) if x.grad is None else x.grad.data.astype(np.float64)
+        if x.data.size <= max_elements:
+            probes = np.eye(x.data.size).reshape((x.data.size,) + x.shape)
+            exact = analytic.reshape(-1)
+        else:
+            probes = rng.standard_normal((directions,) + x.shape)
+            exact = np.array([np.sum(analytic * u) for u in probes])
+        numeric = np.array([_central_difference(fn, args, x, u, eps, cotangents) for u in probes])
+        excess = np.abs(exact - numeric) - (atol + rtol * np.abs(numeric))
+        excess[np.isnan(excess)] = np.inf
+        worst = int(np.argmax(excess))
+        if excess[worst] > 0:
+            where = (
+                f"element {tuple(int(k) for k in np.unravel_index(worst, x.shape))}"
+                if x.data.size <= max_elements else f"random direction {worst}"
+            )
+            failing = int(np.sum(excess > 0))
+            report = (
+                f"gradcheck: the gradient of input {i} (shape {x.shape}) disagrees with finite "
+                f"differences at {failing} of {len(probes)} probes; worst at {where}: analytic "
+                f"{exact[worst]:.10g}, numeric {numeric[worst]:.10g}, difference "
+                f"{abs(exact[worst] - numeric[worst]):.3g} > atol {atol:g} + rtol {rtol:g}·|numeric|"
+            )
+            if raise_exception:
+                raise GradcheckError(report)
+            return False
+    return True
+
+
+def _central_difference(
+    fn: Callable, args: list[Any], x: Tensor, direction: np.ndarray, eps: float,
+    cotangents: list[np.ndarray],
+) -> float:
+    """``(L(x + eps·u) − L(x − eps·u)) / (2·eps)``, restoring ``x`` afterwards."""
+    original = x.data
+    try:
+        x.data = original + eps * direction
+        plus = _objective(fn, args, cotangents)
+        x.data = original - eps * direction
+        minus = _objective(fn, args, cotangents)
+    finally:
+        x.data = original
+    return (plus - minus) / (2 * eps)
