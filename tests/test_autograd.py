@@ -54,7 +54,8 @@ def test_non_scalar_backward_without_gradient_is_a_clear_error():
 
 def test_backward_with_gradient_of_wrong_shape_names_both_shapes():
     y = ta.ones(2, 3, requires_grad=True) * 2
-    with pytest.raises(ValueError, match=r"gradient has shape \(3, 2\) but the tensor has shape \(2, 3\)"):
+    expected = r"gradient has shape \(3, 2\) but the tensor has shape \(2, 3\)"
+    with pytest.raises(ValueError, match=expected):
         y.backward(np.ones((3, 2)))
 
 

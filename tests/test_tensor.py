@@ -42,7 +42,8 @@ def test_mixed_float32_and_float64_promote_to_float64_as_in_pytorch():
 
 
 def test_integer_tensors_cannot_require_grad():
-    with pytest.raises(TypeError, match="only floating point tensors can require gradients, got dtype int64"):
+    expected = "only floating point tensors can require gradients, got dtype int64"
+    with pytest.raises(TypeError, match=expected):
         ta.tensor([1, 2], requires_grad=True)
     with pytest.raises(TypeError, match="int64"):
         ta.arange(3).requires_grad_()
@@ -106,7 +107,10 @@ P = RNG.uniform(0.5, 2.0, (3, 4))
         (lambda a, b, p: a.var(correction=0), lambda a, b, p: a.var()),
         (lambda a, b, p: a.T, lambda a, b, p: a.T),
         (lambda a, b, p: a.reshape(2, -1), lambda a, b, p: a.reshape(2, -1)),
-        (lambda a, b, p: a.unsqueeze(1).expand(3, 2, 4), lambda a, b, p: np.broadcast_to(a[:, None], (3, 2, 4))),
+        (
+            lambda a, b, p: a.unsqueeze(1).expand(3, 2, 4),
+            lambda a, b, p: np.broadcast_to(a[:, None], (3, 2, 4)),
+        ),
         (lambda a, b, p: a[1:, [0, 0, 3]], lambda a, b, p: a[1:, [0, 0, 3]]),
         (lambda a, b, p: a[a > 0], lambda a, b, p: a[a > 0]),
         (lambda a, b, p: ta.cat([a, p], dim=1), lambda a, b, p: np.concatenate([a, p], axis=1)),
@@ -118,7 +122,10 @@ P = RNG.uniform(0.5, 2.0, (3, 4))
         (lambda a, b, p: a @ b, lambda a, b, p: a @ b),
         (lambda a, b, p: a @ p.T, lambda a, b, p: a @ p.T),
         (lambda a, b, p: a.softmax(dim=0), lambda a, b, p: np.exp(a) / np.exp(a).sum(0)),
-        (lambda a, b, p: a.log_softmax(dim=-1), lambda a, b, p: a - np.log(np.exp(a).sum(-1, keepdims=True))),
+        (
+            lambda a, b, p: a.log_softmax(dim=-1),
+            lambda a, b, p: a - np.log(np.exp(a).sum(-1, keepdims=True)),
+        ),
     ],
 )
 def test_forward_values_match_numpy(ours, reference):

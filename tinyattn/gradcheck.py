@@ -32,7 +32,8 @@ def _as_outputs(value: Any) -> list[Tensor]:
 def _objective(fn: Callable, inputs: Sequence[Any], cotangents: list[np.ndarray]) -> float:
     with no_grad():
         outputs = _as_outputs(fn(*inputs))
-    return float(sum(np.sum(out.data.astype(np.float64) * v) for out, v in zip(outputs, cotangents)))
+    terms = (np.sum(out.data.astype(np.float64) * v) for out, v in zip(outputs, cotangents))
+    return float(sum(terms))
 
 
 def gradcheck(
@@ -119,7 +120,8 @@ def gradcheck(
                 f"gradcheck: the gradient of input {i} (shape {x.shape}) disagrees with finite "
                 f"differences at {failing} of {len(probes)} probes; worst at {where}: analytic "
                 f"{exact[worst]:.10g}, numeric {numeric[worst]:.10g}, difference "
-                f"{abs(exact[worst] - numeric[worst]):.3g} > atol {atol:g} + rtol {rtol:g}·|numeric|"
+                f"{abs(exact[worst] - numeric[worst]):.3g} > atol {atol:g} + "
+                f"rtol {rtol:g}·|numeric|"
             )
             if raise_exception:
                 raise GradcheckError(report)

@@ -78,7 +78,9 @@ class ModuleDict(Module):
 
     def __setitem__(self, name: str, module: Module) -> None:
         if not isinstance(module, Module):
-            raise TypeError(f"ModuleDict: expected a Module for {name!r}, got {type(module).__name__}")
+            raise TypeError(
+                f"ModuleDict: expected a Module for {name!r}, got {type(module).__name__}"
+            )
         setattr(self, name, module)
 
     def __getitem__(self, name: str) -> Module:

@@ -106,7 +106,9 @@ class Module:
         for _, module in self.named_modules():
             yield module
 
-    def named_parameters(self, prefix: str = "", recurse: bool = True) -> Iterator[tuple[str, Parameter]]:
+    def named_parameters(
+        self, prefix: str = "", recurse: bool = True
+    ) -> Iterator[tuple[str, Parameter]]:
         """``(dotted name, parameter)`` pairs; a parameter shared by two modules appears once."""
         seen: set[int] = set()
         modules = self.named_modules(prefix) if recurse else iter([(prefix, self)])
@@ -160,7 +162,9 @@ class Module:
         """Every parameter as a copied numpy array under its dotted name."""
         return OrderedDict((name, p.data.copy()) for name, p in self.named_parameters())
 
-    def load_state_dict(self, state_dict: Mapping[str, Any], strict: bool = True) -> IncompatibleKeys:
+    def load_state_dict(
+        self, state_dict: Mapping[str, Any], strict: bool = True
+    ) -> IncompatibleKeys:
         """Copy values into the parameters; on any error nothing is changed.
 
         Missing and unexpected keys are errors when ``strict``; a shape mismatch always is.

@@ -204,7 +204,9 @@ def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple:
 def _bool_mask(op: str, mask: object) -> np.ndarray:
     array = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if array.dtype != np.bool_:
-        raise TypeError(f"{op}: the mask/condition must be a boolean tensor, got dtype {array.dtype}")
+        raise TypeError(
+            f"{op}: the mask/condition must be a boolean tensor, got dtype {array.dtype}"
+        )
     return array
 
 

@@ -28,7 +28,7 @@ def normalize_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple
     """All axes when ``dim`` is None, else the normalised, de-duplicated axes."""
     if dim is None:
         return tuple(range(ndim))
-    dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
+    dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
     axes = tuple(normalize_dim(op, d, ndim) for d in dims)
     if len(set(axes)) != len(axes):
         raise ValueError(f"{op}: dim {dim} names the same axis twice")

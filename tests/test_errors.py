@@ -1,0 +1,114 @@
+"""Bad input catalogue for tensors and primitive ops: each case asserts the exception type and
+that the message names the op, the offending shapes/values and what was expected."""
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+
+X = ta.ones(2, 3)
+
+CASES = [
+    # (id, callable, exception type, regex the message must match)
+    ("matmul-inner-dims", lambda: ta.ones(3, 4) @ ta.ones(5, 6), ValueError,
+     r"matmul: shapes \(3, 4\) and \(5, 6\) do not align: 4 != 5"),
+    ("matmul-batch-dims", lambda: ta.ones(2, 3, 4) @ ta.ones(3, 4, 5), ValueError,
+     r"matmul \(batch dims\): shapes \(2,\) and \(3,\) are not broadcastable"),
+    ("matmul-scalar", lambda: ta.tensor(2.0) @ ta.ones(2), ValueError,
+     r"matmul: both operands need at least 1 dim"),
+    ("add-broadcast", lambda: ta.ones(2, 3) + ta.ones(4), ValueError,
+     r"add: shapes \(2, 3\) and \(4,\) are not broadcastable"),
+    ("mul-broadcast", lambda: ta.ones(2, 3) * ta.ones(2), ValueError,
+     r"mul: shapes \(2, 3\) and \(2,\) are not broadcastable"),
+    ("where-broadcast", lambda: ta.where(ta.ones(2) > 0, ta.ones(3), 0.0), ValueError,
+     r"where: shapes \(2,\) and \(3,\) and \(\) are not broadcastable"),
+    ("reshape-size", lambda: X.reshape(4, 2), ValueError,
+     r"reshape: cannot reshape a tensor of shape \(2, 3\) \(6 elements\) "
+     r"into \(4, 2\) \(8 elements\)"),
+    ("reshape-infer", lambda: X.reshape(-1, 4), ValueError,
+     r"reshape: cannot reshape a tensor of shape \(2, 3\) \(6 elements\) into \(-1, 4\)"),
+    ("reshape-two-minus-one", lambda: X.reshape(-1, -1), ValueError, r"at most one -1"),
+    ("bad-dim-sum", lambda: X.sum(dim=2), IndexError,
+     r"sum: dim 2 is out of range for a tensor of 2 dims \(expected a dim in \[-2, 1\]\)"),
+    ("bad-dim-softmax", lambda: X.softmax(dim=-3), IndexError, r"softmax: dim -3 is out of range"),
+    ("bad-dim-transpose", lambda: X.transpose(0, 5), IndexError,
+     r"transpose: dim 5 is out of range"),
+    ("float-dim", lambda: X.sum(dim=1.0), TypeError, r"sum: dim must be an int, got float"),
+    ("permute-not-a-permutation", lambda: X.permute(0, 0), ValueError,
+     r"permute: dims \(0, 0\) are not a permutation of 2 axes"),
+    ("permute-count", lambda: X.permute(1, 0, 2), ValueError, r"permute: got 3 dims"),
+    ("expand-incompatible", lambda: X.expand(2, 4), ValueError,
+     r"expand: the tensor of shape \(2, 3\) cannot be expanded to \(2, 4\): "
+     r"dim 1 has size 3"),
+    ("cat-mismatch", lambda: ta.cat([ta.ones(2, 3), ta.ones(2, 4)], dim=0), ValueError,
+     r"cat: tensor 1 has shape \(2, 4\), which does not match tensor 0's shape \(2, 3\)"),
+    ("stack-mismatch", lambda: ta.stack([ta.ones(2), ta.ones(3)]), ValueError,
+     r"stack: tensor 1 has shape \(3,\) but tensor 0 has \(2,\)"),
+    ("cat-empty", lambda: ta.cat([]), ValueError, r"cat: expected a non-empty sequence"),
+    ("split-sections", lambda: X.split([1, 1], dim=1), ValueError,
+     r"split: sections \[1, 1\] must be non-negative and sum to the size 3"),
+    ("chunk-zero", lambda: X.chunk(0), ValueError, r"chunk: chunks must be a positive int, got 0"),
+    ("getitem-out-of-range", lambda: X[5], IndexError,
+     r"getitem on a tensor of shape \(2, 3\): index 5 is out of bounds for axis 0 with size 2"),
+    ("getitem-negative-out-of-range", lambda: X[:, -4], IndexError,
+     r"getitem on a tensor of shape \(2, 3\): index -4 is out of bounds"),
+    ("getitem-float-index", lambda: X[1.0], IndexError, r"getitem: indices must be integers"),
+    ("getitem-float-tensor-index", lambda: X[ta.tensor([0.0, 1.0])], IndexError,
+     r"getitem: tensors used as indices must be integer or boolean, got dtype float32"),
+    ("getitem-mask-shape", lambda: X[np.ones((3, 2), dtype=bool)], IndexError,
+     r"getitem on a tensor of shape \(2, 3\)"),
+    ("masked-fill-int-mask", lambda: X.masked_fill(ta.ones(2, 3), 0.0), TypeError,
+     r"masked_fill: the mask/condition must be a boolean tensor, got dtype float32"),
+    ("masked-fill-shape", lambda: X.masked_fill(ta.ones(3, 3) > 0, 0.0), ValueError,
+     r"masked_fill: shapes \(2, 3\) and \(3, 3\) are not broadcastable"),
+    ("masked-fill-grows", lambda: ta.ones(3).masked_fill(ta.ones(2, 3) > 0, 0.0), ValueError,
+     r"masked_fill: mask of shape \(2, 3\) does not broadcast to the tensor's shape \(3,\)"),
+    ("int-requires-grad", lambda: ta.tensor([1, 2], requires_grad=True), TypeError,
+     r"only floating point tensors can require gradients, got dtype int64"),
+    ("bool-requires-grad", lambda: ta.tensor([True]).requires_grad_(), TypeError,
+     r"only floating point tensors can require gradients, got dtype bool"),
+    ("exp-of-int", lambda: ta.arange(3).exp(), TypeError,
+     r"exp: expected a floating point tensor, got dtype int64"),
+    ("softmax-of-int", lambda: ta.arange(3).softmax(dim=0), TypeError,
+     r"softmax: expected a floating point tensor, got dtype int64"),
+    ("mean-of-int", lambda: ta.arange(3).mean(), TypeError, r"mean: expected a floating point"),
+    ("triu-1d", lambda: ta.triu(ta.ones(3)), ValueError,
+     r"triu: expected a tensor of at least 2 dims, got shape \(3,\)"),
+    ("item-of-many", lambda: X.item(), ValueError, r"item: only one-element tensors"),
+    ("tensor-from-strings", lambda: ta.tensor(["a"]), TypeError,
+     r"tensor: cannot make a tensor from data of dtype <U1"),
+    ("zeros-negative", lambda: ta.zeros(-1), ValueError, r"non-negative int sizes, got \(-1,\)"),
+    ("manual-seed-float", lambda: ta.manual_seed(1.5), TypeError,
+     r"manual_seed: seed must be an int, got float"),
+    ("add-string", lambda: X + "a", TypeError, r"expected a tensor, number or array, got str"),
+    ("max-empty", lambda: ta.zeros(0).max(), ValueError, r"max: cannot reduce an empty dimension"),
+    ("logical-of-float", lambda: ~X, TypeError,
+     r"logical ops need boolean tensors, got dtype float32"),
+]
+
+
+@pytest.mark.parametrize("fn, error, message", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_gets_a_clear_error(fn, error, message):
+    with pytest.raises(error, match=message):
+        fn()
+
+
+def test_backward_errors_name_what_was_wrong():
+    y = ta.ones(2, 3, requires_grad=True) * 2
+    expected = r"only for one-element outputs; this tensor has shape \(2, 3\)"
+    with pytest.raises(RuntimeError, match=expected):
+        y.backward()
+    expected = r"gradient has shape \(3,\) but the tensor has shape \(2, 3\)"
+    with pytest.raises(ValueError, match=expected):
+        y.backward(ta.ones(3))
+    z = (ta.ones(2, requires_grad=True).exp()).sum()
+    z.backward()
+    with pytest.raises(RuntimeError, match=r"a second time \(op 'Sum'\).*retain_graph=True"):
+        z.backward()
+
+
+def test_matmul_mismatch_error_is_raised_before_any_kernel_runs():
+    a = ta.ones(3, 4, requires_grad=True)
+    with pytest.raises(ValueError, match=r"\(3, 4\) and \(3, 4\) do not align: 4 != 3"):
+        a @ a
+    assert a.grad is None
