@@ -8,10 +8,11 @@
 (2, 2)
 """
 
-from . import functional, nn
+from . import functional, models, nn, optim
 from . import functional as F
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck
+from .models import TransformerLM
 from .ops import (
     cat,
     exp,
@@ -49,7 +50,8 @@ from .tensor import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "F", "functional", "nn", "GradcheckError", "Tensor", "arange", "bool_", "cat", "detect_anomaly", "enable_grad", "exp",
+    "F", "functional", "models", "nn", "optim", "GradcheckError", "Tensor", "TransformerLM",
+    "arange", "bool_", "cat", "detect_anomaly", "enable_grad", "exp",
     "float32", "float64", "full", "gradcheck", "int64", "is_grad_enabled", "log", "log_softmax",
     "manual_seed", "matmul", "no_grad", "ones", "ones_like", "rand", "randn", "relu", "sigmoid",
     "softmax", "sqrt", "stack", "tanh", "tensor", "tril", "triu", "where", "zeros", "zeros_like",

@@ -94,7 +94,7 @@ class Relu(Function):
     def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
         positive = x > 0
         ctx.save_for_backward(positive)
-        return x * positive
+        return np.where(positive, x, 0)  # not x * positive: that gives -0.0 for x < 0
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:

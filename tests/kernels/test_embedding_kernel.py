@@ -1,0 +1,179 @@
+"""Embedding kernels: numpy twin, PyTorch parity, deterministic scatter-add, errors; and the
+NUMBA_BOUNDSCHECK run over small cases of every kernel in this group."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kernel_helpers import (
+    DTYPES,
+    assert_vjp_matches_central_difference,
+    numba_threads,
+    run_with_boundscheck,
+)
+
+from tinyattn.kernels.embedding import (
+    embedding_backward,
+    embedding_backward_numpy,
+    embedding_forward,
+    embedding_forward_numpy,
+)
+
+TOL = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+def assert_matches_twin(weight, indices, grad, padding_idx):
+    out = embedding_forward(weight, indices)
+    assert out.shape == indices.shape + (weight.shape[1],) and out.dtype == weight.dtype
+    np.testing.assert_array_equal(out, embedding_forward_numpy(weight, indices))
+    tol = TOL[weight.dtype.type]
+    dweight = embedding_backward(grad, indices, weight.shape[0], padding_idx)
+    assert dweight.shape == weight.shape and dweight.dtype == grad.dtype
+    np.testing.assert_allclose(
+        dweight, embedding_backward_numpy(grad, indices, weight.shape[0], padding_idx),
+        rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("num", "dim", "index_shape"),
+                         [(1, 1, ()), (1, 3, (4,)), (5, 1, (2, 3)), (65, 128, (16, 64)),
+                          (7, 33, (0,)), (9, 17, (3, 1, 5))])
+@pytest.mark.parametrize("padding_idx", [None, 0])
+def test_embedding_matches_numpy_twin(dtype, num, dim, index_shape, padding_idx):
+    rng = np.random.default_rng(0)
+    weight = rng.standard_normal((num, dim)).astype(dtype)
+    indices = rng.integers(0, num, index_shape)
+    grad = rng.standard_normal(index_shape + (dim,)).astype(dtype)
+    assert_matches_twin(weight, indices, grad, padding_idx)
+
+
+@settings(deadline=None, max_examples=25)
+@given(num=st.integers(1, 20), dim=st.integers(0, 40),
+       index_shape=st.lists(st.integers(0, 6), max_size=3).map(tuple),
+       seed=st.integers(0, 2**16), dtype=st.sampled_from(DTYPES))
+def test_embedding_matches_numpy_twin_on_generated_shapes(num, dim, index_shape, seed, dtype):
+    rng = np.random.default_rng(seed)
+    weight = rng.standard_normal((num, dim)).astype(dtype)
+    indices = rng.integers(0, num, index_shape)
+    grad = rng.standard_normal(index_shape + (dim,)).astype(dtype)
+    assert_matches_twin(weight, indices, grad, int(rng.integers(0, num)))
+
+
+def test_embedding_backward_sums_repeated_indices_and_zeroes_padding_row():
+    indices = np.array([[2, 0, 2], [2, 1, 0]], dtype=np.int32)
+    grad = np.arange(18, dtype=np.float64).reshape(2, 3, 3)
+    dweight = embedding_backward(grad, indices, 4, padding_idx=1)
+    np.testing.assert_array_equal(dweight[2], grad[0, 0] + grad[0, 2] + grad[1, 0])
+    np.testing.assert_array_equal(dweight[0], grad[0, 1] + grad[1, 2])
+    np.testing.assert_array_equal(dweight[1], 0)
+    np.testing.assert_array_equal(dweight[3], 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_embedding_backward_is_bitwise_deterministic_across_thread_counts(dtype):
+    rng = np.random.default_rng(1)
+    indices = rng.integers(0, 5, (64, 64))  # many repeats per row: order of sums matters
+    grad = rng.standard_normal((64, 64, 100)).astype(dtype)
+    results = []
+    for threads in (1, 2, 2):
+        with numba_threads(threads):
+            results.append(embedding_backward(grad, indices, 5, None))
+    for result in results[1:]:
+        np.testing.assert_array_equal(result, results[0])
+
+
+def test_embedding_matches_torch_in_float64():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(2)
+    weight = rng.standard_normal((11, 6))
+    indices = rng.integers(0, 11, (4, 9))
+    grad = rng.standard_normal((4, 9, 6))
+    t_weight = torch.tensor(weight, requires_grad=True)
+    t_out = torch.nn.functional.embedding(torch.from_numpy(indices), t_weight, padding_idx=3)
+    t_out.backward(torch.from_numpy(grad))
+    np.testing.assert_array_equal(embedding_forward(weight, indices), t_out.detach().numpy())
+    np.testing.assert_allclose(embedding_backward(grad, indices, 11, 3), t_weight.grad.numpy(),
+                               rtol=1e-13, atol=1e-14)
+
+
+def test_embedding_backward_matches_central_differences():
+    rng = np.random.default_rng(3)
+    weight = rng.standard_normal((5, 3))
+    indices = np.array([[1, 4, 1], [0, 1, 3]])
+    assert_vjp_matches_central_difference(lambda w: embedding_forward(w, indices),
+                                          lambda v: embedding_backward(v, indices, 5, None),
+                                          weight, rng)
+
+
+@pytest.mark.parametrize("bad", [-1, 5, 2**33])
+def test_embedding_rejects_out_of_range_indices_naming_the_value(bad):
+    indices = np.array([[0, bad], [1, 2]])
+    with pytest.raises(IndexError, match=f"embedding_forward: index {bad} is out of range for "
+                                         "5 embeddings"):
+        embedding_forward(np.zeros((5, 2)), indices)
+    with pytest.raises(IndexError, match=f"embedding_backward: index {bad}"):
+        embedding_backward(np.zeros((2, 2, 3)), indices, 5, None)
+
+
+def test_embedding_rejects_bad_arguments():
+    with pytest.raises(TypeError, match="embedding_forward: indices must be an integer ndarray"
+                                        ".* float64"):
+        embedding_forward(np.zeros((5, 2)), np.array([1.0]))
+    with pytest.raises(ValueError, match=r"embedding_forward: weight must have shape "
+                                         r"\(num_embeddings, D\), got \(5,\)"):
+        embedding_forward(np.zeros(5), np.array([1]))
+    with pytest.raises(ValueError, match=r"embedding_backward: grad must have shape "
+                                         r"indices.shape \+ \(D,\) = \(2,\) \+ \(D,\)"):
+        embedding_backward(np.zeros((3, 4)), np.array([0, 1]), 5, None)
+    with pytest.raises(ValueError, match=r"padding_idx must be None or in \[0, 5\), got 5"):
+        embedding_backward(np.zeros((2, 4)), np.array([0, 1]), 5, 5)
+
+
+def test_every_kernel_of_this_group_runs_clean_with_numba_boundscheck(tmp_path):
+    script = """
+        import numba
+        import numpy as np
+        from numba import njit
+
+        assert numba.config.BOUNDSCHECK, "NUMBA_BOUNDSCHECK was not picked up"
+
+        @njit
+        def read(a, i):
+            return a[i]
+
+        try:
+            read(np.zeros(2), 5)
+        except IndexError:
+            pass
+        else:
+            raise AssertionError("bounds checking is not active")
+
+        from tinyattn.kernels.adamw import adamw_step
+        from tinyattn.kernels.cross_entropy import cross_entropy_backward, cross_entropy_forward
+        from tinyattn.kernels.embedding import embedding_backward, embedding_forward
+        from tinyattn.kernels.gelu import gelu_backward, gelu_forward
+        from tinyattn.kernels.layer_norm import layer_norm_backward, layer_norm_forward
+
+        rng = np.random.default_rng(0)
+        for dtype in (np.float32, np.float64):
+            x = rng.standard_normal((5, 3)).astype(dtype)
+            w = rng.standard_normal(3).astype(dtype)
+            y, mean, rstd = layer_norm_forward(x, w, w, 1e-5)
+            layer_norm_backward(y, x, w, mean, rstd)
+            for approximate in ("none", "tanh"):
+                gelu_backward(x, gelu_forward(x, approximate), approximate)
+            target = np.array([0, 2, -100, 1, 2])
+            loss, lse = cross_entropy_forward(x, target, -100, 0.1)
+            cross_entropy_backward(x, target, lse, loss, -100, 0.1)
+            indices = np.array([[0, 4, 4], [1, 0, 2]])
+            out = embedding_forward(x, indices)
+            embedding_backward(out, indices, 5, 2)
+            params = [rng.standard_normal(s).astype(dtype) for s in ((3,), (100, 90))]
+            grads = [p.copy() for p in params]
+            moments = [[np.zeros_like(p) for p in params] for _ in range(2)]
+            adamw_step(params, grads, *moments, 1, 1e-3, 0.9, 0.999, 1e-8, 0.01, True)
+        print("ok")
+    """
+    result = run_with_boundscheck(script, tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"

@@ -1,0 +1,109 @@
+"""GELU kernels: numpy twin, PyTorch parity, gradient check, erf accuracy, errors."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from kernel_helpers import DTYPES, assert_vjp_matches_central_difference
+
+from tinyattn.kernels.gelu import (
+    gelu_backward,
+    gelu_backward_numpy,
+    gelu_forward,
+    gelu_forward_numpy,
+)
+
+APPROXIMATIONS = ("none", "tanh")
+# float32: the twin's tanh/erf (numpy SIMD, math.erf) and the kernel's differ by a few ulps,
+# and the tanh-form backward loses more than that in 1 − tanh².
+TOL = {np.float32: 1e-5, np.float64: 1e-13}
+
+
+def assert_matches_twin(x, grad, approximate):
+    tol = TOL[x.dtype.type]
+    y = gelu_forward(x, approximate)
+    dx = gelu_backward(x, grad, approximate)
+    for got, want in ((y, gelu_forward_numpy(x, approximate)),
+                      (dx, gelu_backward_numpy(x, grad, approximate))):
+        assert got.shape == x.shape and got.dtype == x.dtype
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("shape", [(), (1,), (7,), (3, 1, 5), (1024, 512)])
+def test_gelu_matches_numpy_twin(dtype, approximate, shape):
+    rng = np.random.default_rng(0)
+    x = np.asarray(rng.standard_normal(shape) * 3, dtype=dtype)
+    assert_matches_twin(x, np.asarray(rng.standard_normal(shape), dtype=dtype), approximate)
+
+
+@settings(deadline=None, max_examples=25)
+@given(shape=st.lists(st.integers(0, 9), min_size=0, max_size=3).map(tuple),
+       scale=st.sampled_from([0.1, 1.0, 10.0]), seed=st.integers(0, 2**16),
+       dtype=st.sampled_from(DTYPES), approximate=st.sampled_from(APPROXIMATIONS))
+def test_gelu_matches_numpy_twin_on_generated_shapes(shape, scale, seed, dtype, approximate):
+    rng = np.random.default_rng(seed)
+    x = np.asarray(rng.standard_normal(shape) * scale, dtype=dtype)
+    assert_matches_twin(x, np.asarray(rng.standard_normal(shape), dtype=dtype), approximate)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+def test_gelu_edge_values(dtype, approximate):
+    x = np.array([0.0, -0.0, -1e4, 1e4, np.inf], dtype=dtype)
+    np.testing.assert_array_equal(gelu_forward(x, approximate), [0.0, 0.0, -0.0, 1e4, np.inf])
+    dx = gelu_backward(x[:4], np.ones(4, dtype), approximate)
+    np.testing.assert_array_equal(dx, [0.5, 0.5, 0.0, 1.0])
+    tiny = np.array([1e-30], dtype=dtype)
+    np.testing.assert_allclose(gelu_forward(tiny, approximate), 0.5e-30, rtol=1e-6)
+
+
+def test_gelu_float32_erf_is_accurate_on_a_dense_grid():
+    x = np.linspace(-8, 8, 20001)
+    exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
+    y = gelu_forward(x.astype(np.float32), "none").astype(np.float64)
+    assert np.abs(y - exact).max() < 4 * np.finfo(np.float32).eps * 8
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+def test_gelu_matches_torch_in_float64(approximate):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((17, 9)) * 3
+    grad = rng.standard_normal(x.shape)
+    tx = torch.tensor(x, requires_grad=True)
+    ty = torch.nn.functional.gelu(tx, approximate=approximate)
+    ty.backward(torch.from_numpy(grad))
+    np.testing.assert_allclose(gelu_forward(x, approximate), ty.detach().numpy(),
+                               rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(gelu_backward(x, grad, approximate), tx.grad.numpy(),
+                               rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+def test_gelu_backward_matches_central_differences(approximate):
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((4, 3)) * 2
+    assert_vjp_matches_central_difference(lambda x_: gelu_forward(x_, approximate),
+                                          lambda v: gelu_backward(x, v, approximate), x, rng)
+
+
+def test_gelu_is_bitwise_deterministic():
+    x = np.random.default_rng(3).standard_normal(100_001).astype(np.float32)
+    np.testing.assert_array_equal(gelu_forward(x), gelu_forward(x))
+    np.testing.assert_array_equal(gelu_backward(x, x), gelu_backward(x, x))
+
+
+def test_gelu_rejects_bad_inputs():
+    with pytest.raises(ValueError, match="gelu_forward: approximate must be 'none' or 'tanh', "
+                                         "got 'erf'"):
+        gelu_forward(np.zeros(3), "erf")
+    with pytest.raises(TypeError, match="gelu_forward: x must be .* int64"):
+        gelu_forward(np.zeros(3, np.int64))
+    with pytest.raises(ValueError, match=r"gelu_backward: grad must match x, got grad \(4,\)"):
+        gelu_backward(np.zeros(3), np.zeros(4))
+    with pytest.raises(ValueError, match="gelu_backward: grad must match x"):
+        gelu_backward(np.zeros(3), np.zeros(3, np.float32))

@@ -1,0 +1,170 @@
+"""Softmax / log-softmax kernels against their numpy twins, plus the vectorised exp."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numba import njit
+
+from tinyattn.kernels.softmax import (
+    fast_exp,
+    log_softmax_backward,
+    log_softmax_backward_numpy,
+    log_softmax_forward,
+    log_softmax_forward_numpy,
+    softmax_backward,
+    softmax_backward_numpy,
+    softmax_forward,
+    softmax_forward_numpy,
+)
+
+DTYPES = [np.float32, np.float64]
+TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
+SHAPES = [(1,), (1, 1), (3, 5), (2, 3, 17), (4, 65), (2, 0)]
+
+
+def _all_four(x, grad):
+    """Outputs of the four kernels and of their twins, in the same order."""
+    y, ly = softmax_forward(x), log_softmax_forward(x)
+    y_ref, ly_ref = softmax_forward_numpy(x), log_softmax_forward_numpy(x)
+    ours = [y, softmax_backward(y, grad), ly, log_softmax_backward(ly, grad)]
+    twins = [y_ref, softmax_backward_numpy(y_ref, grad), ly_ref,
+             log_softmax_backward_numpy(ly_ref, grad)]
+    return ours, twins
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+def test_kernels_match_numpy_twins(shape, dtype):
+    rng = np.random.default_rng(0)
+    x = (3 * rng.standard_normal(shape)).astype(dtype)
+    grad = rng.standard_normal(shape).astype(dtype)
+    for ours, twin in zip(*_all_four(x, grad), strict=True):
+        assert ours.shape == shape and ours.dtype == dtype
+        np.testing.assert_allclose(ours, twin, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fully_masked_rows_give_zero_weights_minus_inf_logs_and_zero_grads(dtype):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 6)).astype(dtype)
+    x[1] = -np.inf
+    x[2, :3] = -np.inf  # a partly masked row stays a proper distribution
+    grad = rng.standard_normal(x.shape).astype(dtype)
+    (y, dx, ly, ldx), twins = _all_four(x, grad)
+    assert (y[1] == 0).all() and (dx[1] == 0).all()
+    assert np.isneginf(ly[1]).all() and (ldx[1] == 0).all()
+    assert (y[2, :3] == 0).all() and np.isclose(y[2].sum(), 1, rtol=1e-6)
+    for ours, twin in zip((y, dx, ly, ldx), twins, strict=True):
+        np.testing.assert_allclose(ours, twin, **TOL[dtype])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("magnitude", [1e4, 3e38])
+def test_huge_logits_stay_finite(dtype, magnitude):
+    x = np.array([[magnitude, -magnitude, 0.0], [magnitude, magnitude, -magnitude]], dtype)
+    y = softmax_forward(x)
+    np.testing.assert_array_equal(y, [[1, 0, 0], [0.5, 0.5, 0]])
+    grad = np.ones_like(x)
+    assert np.isfinite(softmax_backward(y, grad)).all()
+    ly = log_softmax_forward(x)
+    assert ly[0, 0] == 0 and np.isfinite(ly[1, :2]).all()  # −6e38 may round to −inf
+    np.testing.assert_allclose(ly, log_softmax_forward_numpy(x), **TOL[dtype])
+    assert np.isfinite(log_softmax_backward(ly, grad)).all()
+
+
+@given(
+    shape=st.lists(st.integers(1, 9), min_size=1, max_size=3).map(tuple),
+    dtype=st.sampled_from(DTYPES),
+    data_seed=st.integers(0, 2**16),
+)
+def test_hypothesis_shapes_match_twins(shape, dtype, data_seed):
+    rng = np.random.default_rng(data_seed)
+    x = (5 * rng.standard_normal(shape)).astype(dtype)
+    grad = rng.standard_normal(shape).astype(dtype)
+    for ours, twin in zip(*_all_four(x, grad), strict=True):
+        np.testing.assert_allclose(ours, twin, **TOL[dtype])
+
+
+def test_results_are_bitwise_identical_across_runs_and_thread_counts():
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((64, 129)).astype(np.float32)
+    grad = rng.standard_normal(x.shape).astype(np.float32)
+    first, _ = _all_four(x, grad)
+    previous = numba.get_num_threads()
+    try:
+        numba.set_num_threads(1)
+        single, _ = _all_four(x, grad)
+    finally:
+        numba.set_num_threads(previous)
+    again, _ = _all_four(x, grad)
+    for a, b, c in zip(first, single, again, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
+
+
+def test_exp_float32_is_within_two_ulp_and_keeps_special_values():
+    @njit
+    def exp_all(values, out):
+        for i in range(values.size):
+            out[i] = fast_exp(values[i])
+
+    x = np.concatenate([np.linspace(-87, 88, 100_001), [-1e4, -np.inf, np.inf, np.nan]])
+    x = x.astype(np.float32)
+    y = np.empty_like(x)
+    exp_all(x, y)
+    exact = np.exp(x[:-4].astype(np.float64))
+    ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
+    assert (np.abs(y[:-4] - exact) <= 2 * ulp).all()
+    assert y[-4] == 0 and y[-3] == 0 and y[-2] == np.inf and np.isnan(y[-1])
+
+
+def test_bad_inputs_raise_naming_the_function():
+    with pytest.raises(ValueError, match="softmax_forward.*at least 1 dimension"):
+        softmax_forward(np.ones(()))
+    with pytest.raises(TypeError, match="log_softmax_forward.*float32 or float64"):
+        log_softmax_forward(np.ones(3, dtype=np.int64))
+    with pytest.raises(ValueError, match=r"softmax_backward.*\(2, 3\).*\(3, 2\)"):
+        softmax_backward(np.ones((2, 3)), np.ones((3, 2)))
+    with pytest.raises(ValueError, match="log_softmax_backward.*same shape and dtype"):
+        log_softmax_backward(np.ones(3), np.ones(3, dtype=np.float32))
+
+
+def test_kernels_pass_under_numba_boundscheck():
+    script = textwrap.dedent(
+        """
+        import numba
+        import numpy as np
+        assert numba.config.BOUNDSCHECK
+        from tinyattn.kernels import softmax as sm
+        rng = np.random.default_rng(0)
+        for shape in [(1,), (3, 5), (2, 2, 7)]:
+            x = rng.standard_normal(shape)
+            x[..., 0] = -np.inf
+            g = rng.standard_normal(shape)
+            y, ly = sm.softmax_forward(x), sm.log_softmax_forward(x)
+            np.testing.assert_allclose(y, sm.softmax_forward_numpy(x), atol=1e-13)
+            np.testing.assert_allclose(sm.softmax_backward(y, g),
+                                       sm.softmax_backward_numpy(y, g), atol=1e-13)
+            np.testing.assert_allclose(ly, sm.log_softmax_forward_numpy(x), atol=1e-13)
+            np.testing.assert_allclose(sm.log_softmax_backward(ly, g),
+                                       sm.log_softmax_backward_numpy(ly, g), atol=1e-13)
+        print("ok")
+        """
+    )
+    root = Path(__file__).resolve().parents[2]
+    with tempfile.TemporaryDirectory() as cache_dir:
+        # a fresh cache: code compiled without bounds checks must not be reused
+        env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=cache_dir,
+                   PYTHONPATH=str(root))
+        result = subprocess.run([sys.executable, "-c", script], env=env, cwd=root,
+                                capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().endswith("ok")

@@ -1,0 +1,122 @@
+"""Optimizers, gradient clipping and LambdaLR against PyTorch, step by step, in float64."""
+
+import math
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+
+torch = pytest.importorskip("torch")
+
+SHAPES = ((4, 3), (3,), (2, 2, 5))
+STEPS = 10
+
+
+def twin_params(seed):
+    """The same starting values as tinyattn Parameters and as torch leaf tensors (float64)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.standard_normal(shape) for shape in SHAPES]
+    ours = [ta.nn.Parameter(array.copy()) for array in arrays]
+    theirs = [torch.tensor(array.copy(), requires_grad=True) for array in arrays]
+    return ours, theirs
+
+
+def run_both(ours_opt, ours, theirs_opt, theirs, seed, steps=STEPS):
+    """Give both optimizers the same random gradients each step; compare parameters each step."""
+    rng = np.random.default_rng(seed)
+    for _ in range(steps):
+        for p, q in zip(ours, theirs):
+            grad = rng.standard_normal(p.shape)
+            p.grad = ta.tensor(grad.copy())
+            q.grad = torch.tensor(grad.copy())
+        ours_opt.step()
+        theirs_opt.step()
+        assert_params_equal(ours, theirs)
+
+
+def assert_params_equal(ours, theirs, rtol=1e-10):
+    for p, q in zip(ours, theirs):
+        np.testing.assert_allclose(p.data, q.detach().numpy(), rtol=rtol, atol=1e-13)
+
+
+@pytest.mark.parametrize("options", [
+    dict(lr=0.1),
+    dict(lr=0.05, momentum=0.9),
+    dict(lr=0.05, momentum=0.9, dampening=0.2, weight_decay=0.01),
+    dict(lr=0.05, momentum=0.8, nesterov=True),
+    dict(lr=0.02, momentum=0.9, nesterov=True, weight_decay=0.1),
+])
+def test_sgd_matches_torch(options):
+    ours, theirs = twin_params(0)
+    run_both(ta.optim.SGD(ours, **options), ours, torch.optim.SGD(theirs, **options), theirs,
+             seed=1)
+
+
+@pytest.mark.parametrize("name, options", [
+    ("Adam", dict()),
+    ("Adam", dict(lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1)),
+    ("AdamW", dict()),
+    ("AdamW", dict(lr=0.01, betas=(0.5, 0.9), eps=1e-7, weight_decay=0.3)),
+])
+def test_adam_and_adamw_match_torch(name, options):
+    ours, theirs = twin_params(2)
+    ours_opt = getattr(ta.optim, name)(ours, **options)
+    theirs_opt = getattr(torch.optim, name)(theirs, **options)
+    run_both(ours_opt, ours, theirs_opt, theirs, seed=3)
+    for p, q in zip(ours, theirs):
+        ours_state, theirs_state = ours_opt.state[p], theirs_opt.state[q]
+        assert ours_state["step"] == int(theirs_state["step"].item()) == STEPS
+        for key in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(ours_state[key], theirs_state[key].numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["SGD", "AdamW"])
+def test_param_groups_match_torch(name):
+    ours, theirs = twin_params(4)
+    ours_groups = [{"params": ours[:2]}, {"params": ours[2:], "lr": 0.003, "weight_decay": 0.2}]
+    theirs_groups = [{"params": theirs[:2]},
+                     {"params": theirs[2:], "lr": 0.003, "weight_decay": 0.2}]
+    options = dict(lr=0.03, momentum=0.9) if name == "SGD" else dict(lr=0.03)
+    ours_opt = getattr(ta.optim, name)(ours_groups, **options)
+    theirs_opt = getattr(torch.optim, name)(theirs_groups, **options)
+    run_both(ours_opt, ours, theirs_opt, theirs, seed=5)
+    ours_groups_saved = ours_opt.state_dict()["param_groups"]
+    theirs_groups_saved = theirs_opt.state_dict()["param_groups"]
+    for mine, torchs in zip(ours_groups_saved, theirs_groups_saved):
+        assert mine["params"] == torchs["params"]
+        assert {k: torchs[k] for k in mine} == mine
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, 3.5, math.inf])
+@pytest.mark.parametrize("max_norm", [0.3, 100.0])
+def test_clip_grad_norm_matches_torch(norm_type, max_norm):
+    ours, theirs = twin_params(6)
+    rng = np.random.default_rng(7)
+    for p, q in zip(ours, theirs):
+        grad = rng.standard_normal(p.shape)
+        p.grad, q.grad = ta.tensor(grad.copy()), torch.tensor(grad.copy())
+    total = ta.nn.utils.clip_grad_norm_(ours, max_norm, norm_type=norm_type)
+    expected = torch.nn.utils.clip_grad_norm_(theirs, max_norm, norm_type=norm_type)
+    np.testing.assert_allclose(total.item(), expected.item(), rtol=1e-12)
+    assert total.dtype == np.float64
+    for p, q in zip(ours, theirs):
+        np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-12)
+
+
+def test_lambda_lr_matches_torch():
+    ours, theirs = twin_params(8)
+    ours_opt = ta.optim.SGD([{"params": ours[:1]}, {"params": ours[1:], "lr": 0.5}], lr=0.1)
+    theirs_opt = torch.optim.SGD([{"params": theirs[:1]}, {"params": theirs[1:], "lr": 0.5}],
+                                 lr=0.1)
+    lambdas = [lambda s: 0.9**s, lambda s: 1.0 / (1 + s) ** 0.5]
+    ours_sched = ta.optim.LambdaLR(ours_opt, lambdas)
+    theirs_sched = torch.optim.lr_scheduler.LambdaLR(theirs_opt, lambdas)
+    for _ in range(6):
+        assert ours_sched.get_last_lr() == theirs_sched.get_last_lr()
+        assert [g["lr"] for g in ours_opt.param_groups] == [
+            g["lr"] for g in theirs_opt.param_groups]
+        assert [g["initial_lr"] for g in ours_opt.param_groups] == [0.1, 0.5]
+        theirs_opt.step()
+        ours_sched.step()
+        theirs_sched.step()

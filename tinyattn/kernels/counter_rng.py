@@ -1,0 +1,144 @@
+"""A counter-based (stateless) random number generator for attention dropout.
+
+Instead of drawing dropout masks from a stateful generator and storing them, every weight
+``(b, h, i, j)`` of an attention call gets its own uniform number computed from the key
+``(seed, b, h, i, j)`` alone. The fused attention kernel regenerates exactly the same mask in
+its backward pass without having stored it, and the composed (unfused) path can build the same
+mask to compare against.
+
+The keys are folded into a 64-bit state one at a time::
+
+    state₀ = seed,   state_{n+1} = mix(state_n + (key_n + 1) · γ)   (mod 2⁶⁴)
+
+with ``γ = 0x9E3779B97F4A7C15`` (the golden-ratio increment of SplitMix64) and ``mix`` the
+SplitMix64 finaliser (two xor-shift-multiply rounds with its published constants). ``mix`` is
+a bijection of 64-bit integers and ``(key + 1) · γ`` is injective in ``key`` (``γ`` is odd), so
+for a fixed prefix distinct keys give distinct states. The uniform number is the top 53 bits
+of the last state scaled into ``[0, 1)``. Dropout keeps a weight when that number is ``>= p``.
+
+A prefix of the keys can be folded once and reused (:func:`fold_key`), which is what the
+attention kernels do per head and per query.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+_GAMMA = np.uint64(0x9E3779B97F4A7C15)
+_MIX_MUL_1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX_MUL_2 = np.uint64(0x94D049BB133111EB)
+_ONE = np.uint64(1)
+_SHIFT_30 = np.uint64(30)
+_SHIFT_27 = np.uint64(27)
+_SHIFT_31 = np.uint64(31)
+_SHIFT_11 = np.uint64(11)
+_TWO_POW_MINUS_53 = 2.0**-53
+
+
+@njit(cache=True, inline="always")
+def _mix64(x):
+    x = (x ^ (x >> _SHIFT_30)) * _MIX_MUL_1
+    x = (x ^ (x >> _SHIFT_27)) * _MIX_MUL_2
+    return x ^ (x >> _SHIFT_31)
+
+
+@njit(cache=True, inline="always")
+def fold_key(state, key):
+    """Fold one non-negative integer ``key`` into a uint64 ``state``: ``mix(state + (key+1)·γ)``."""
+    return _mix64(state + (np.uint64(key) + _ONE) * _GAMMA)
+
+
+@njit(cache=True, inline="always")
+def state_to_uniform(state):
+    """Map a uint64 state to a float64 in ``[0, 1)`` using its top 53 bits."""
+    return np.float64(state >> _SHIFT_11) * _TWO_POW_MINUS_53
+
+
+@njit(cache=True, inline="always")
+def uniform(seed, b, h, i, j):
+    """The uniform number in ``[0, 1)`` of attention weight ``(b, h, i, j)`` under ``seed``.
+
+    ``seed`` is a uint64; ``b, h, i, j`` are non-negative integers. Jittable: call it from
+    numba code, or from Python for a single value.
+    """
+    state = fold_key(np.uint64(seed), b)
+    state = fold_key(state, h)
+    state = fold_key(state, i)
+    return state_to_uniform(fold_key(state, j))
+
+
+@njit(cache=True, parallel=True)
+def _dropout_keep_mask_kernel(seed, p, keep):
+    n_batch, n_heads, n_queries, n_keys = keep.shape
+    for bh in prange(n_batch * n_heads):
+        b = bh // n_heads
+        h = bh % n_heads
+        head_state = fold_key(fold_key(seed, b), h)
+        for i in range(n_queries):
+            row_state = fold_key(head_state, i)
+            for j in range(n_keys):
+                keep[b, h, i, j] = state_to_uniform(fold_key(row_state, j)) >= p
+
+
+def _check_mask_args(name: str, seed: int, shape: tuple, p: float) -> None:
+    if not 0 <= int(seed) < 2**64:
+        raise ValueError(f"{name}: seed must be in [0, 2**64), got {seed}")
+    if len(shape) != 4 or any(int(n) < 0 for n in shape):
+        raise ValueError(f"{name}: expected four sizes (B, H, T, S) >= 0, got {shape}")
+    if not 0.0 <= p <= 1.0:
+        raise ValueError(f"{name}: dropout probability must be in [0, 1], got {p}")
+
+
+def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
+    """Boolean keep-mask ``(B, H, T, S)`` of attention dropout: ``uniform(seed, b, h, i, j) >= p``.
+
+    Parameters
+    ----------
+    seed : int
+        In ``[0, 2**64)``.
+    B, H, T, S : int
+        Batch, heads, queries, keys.
+    p : float
+        Drop probability in ``[0, 1]``; ``p = 0`` keeps everything, ``p = 1`` drops everything.
+
+    Returns
+    -------
+    np.ndarray
+        ``bool`` array of shape ``(B, H, T, S)``, True where the weight is kept.
+
+    Examples
+    --------
+    >>> mask = dropout_keep_mask(7, 1, 1, 2, 3, 0.5)
+    >>> mask.shape, mask.dtype
+    ((1, 1, 2, 3), dtype('bool'))
+    >>> bool((mask == dropout_keep_mask_numpy(7, 1, 1, 2, 3, 0.5)).all())
+    True
+    """
+    _check_mask_args("dropout_keep_mask", seed, (B, H, T, S), p)
+    keep = np.empty((B, H, T, S), dtype=np.bool_)
+    _dropout_keep_mask_kernel(np.uint64(seed), float(p), keep)
+    return keep
+
+
+def _fold_key_numpy(state: np.ndarray, key: np.ndarray) -> np.ndarray:
+    x = state + (key.astype(np.uint64) + _ONE) * _GAMMA
+    x = (x ^ (x >> _SHIFT_30)) * _MIX_MUL_1
+    x = (x ^ (x >> _SHIFT_27)) * _MIX_MUL_2
+    return x ^ (x >> _SHIFT_31)
+
+
+def uniform_numpy(seed: int, b, h, i, j) -> np.ndarray:
+    """Plain-numpy twin of :func:`uniform`; ``b, h, i, j`` broadcast against each other."""
+    with np.errstate(over="ignore"):
+        state = np.full((), seed, dtype=np.uint64)
+        for key in (b, h, i, j):
+            state = _fold_key_numpy(state, np.asarray(key))
+    return (state >> _SHIFT_11).astype(np.float64) * _TWO_POW_MINUS_53
+
+
+def dropout_keep_mask_numpy(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
+    """Plain-numpy twin of :func:`dropout_keep_mask` (uint64 arithmetic wraps modulo 2⁶⁴)."""
+    _check_mask_args("dropout_keep_mask_numpy", seed, (B, H, T, S), p)
+    b, h, i, j = np.ix_(np.arange(B), np.arange(H), np.arange(T), np.arange(S))
+    return uniform_numpy(seed, b, h, i, j) >= p

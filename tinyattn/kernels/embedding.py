@@ -1,0 +1,144 @@
+"""Embedding lookup (a row gather) and its backward (a deterministic scatter-add).
+
+``out[..., :] = W[idx[...], :]`` for a weight ``W`` of shape (num_embeddings, D), and for an
+upstream gradient ``g`` of ``out``::
+
+    dW[r, :] = Σ_{positions p with idx[p] = r} g[p, :],     dW[padding_idx, :] = 0
+
+Several positions can name the same row, so the backward must not split positions across
+threads (two threads adding into one row race). It splits the *columns* of ``D`` into fixed
+blocks instead: each block is owned by one thread, which visits every position in order. So
+there are no races, and every element of ``dW`` is summed in position order whatever the
+number of threads: the result is bitwise deterministic.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# Columns per block of the backward scatter: 16 float32 = one 64-byte cache line.
+_COLUMN_BLOCK = 16
+
+
+@njit(cache=True, parallel=True)
+def _embedding_forward_kernel(weight, flat_indices, out):
+    for p in prange(flat_indices.size):
+        row = flat_indices[p]
+        for j in range(weight.shape[1]):
+            out[p, j] = weight[row, j]
+
+
+@njit(cache=True, parallel=True)
+def _embedding_backward_kernel(grad, flat_indices, padding_idx, dweight):
+    n_cols = dweight.shape[1]
+    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
+    for block in prange(n_blocks):
+        start = block * _COLUMN_BLOCK
+        stop = min(start + _COLUMN_BLOCK, n_cols)
+        for p in range(flat_indices.size):
+            row = flat_indices[p]
+            if row == padding_idx:
+                continue
+            for j in range(start, stop):
+                dweight[row, j] += grad[p, j]
+
+
+def _check_indices(name: str, indices: np.ndarray, num_embeddings: int) -> np.ndarray:
+    """Validate ``indices`` and return them flattened as a contiguous int64 array."""
+    if not isinstance(indices, np.ndarray) or not np.issubdtype(indices.dtype, np.integer):
+        raise TypeError(f"{name}: indices must be an integer ndarray, got "
+                        f"{type(indices).__name__} of dtype {getattr(indices, 'dtype', None)}")
+    flat = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    bad = (flat < 0) | (flat >= num_embeddings)
+    if bad.any():
+        raise IndexError(f"{name}: index {int(flat[bad][0])} is out of range for "
+                         f"{num_embeddings} embeddings (expected 0 <= index < "
+                         f"{num_embeddings})")
+    return flat
+
+
+def _check_float(name: str, label: str, array: np.ndarray) -> None:
+    if not isinstance(array, np.ndarray) or array.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: {label} must be a float32 or float64 ndarray, got "
+                        f"{type(array).__name__} of dtype {getattr(array, 'dtype', None)}")
+
+
+def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Gather rows of ``weight``: ``out[..., :] = weight[indices[...], :]``.
+
+    Parameters
+    ----------
+    weight : ndarray, shape (num_embeddings, D), float32 or float64
+    indices : integer ndarray, any shape, ``0 <= index < num_embeddings``
+
+    Returns
+    -------
+    ndarray, shape ``indices.shape + (D,)``.
+
+    Examples
+    --------
+    >>> embedding_forward(np.arange(6.0).reshape(3, 2), np.array([2, 0])).tolist()
+    [[4.0, 5.0], [0.0, 1.0]]
+    """
+    _check_float("embedding_forward", "weight", weight)
+    if weight.ndim != 2:
+        raise ValueError(f"embedding_forward: weight must have shape (num_embeddings, D), "
+                         f"got {weight.shape}")
+    flat = _check_indices("embedding_forward", indices, weight.shape[0])
+    out = np.empty((flat.size, weight.shape[1]), dtype=weight.dtype)
+    _embedding_forward_kernel(np.ascontiguousarray(weight), flat, out)
+    return out.reshape(indices.shape + (weight.shape[1],))
+
+
+def embedding_backward(
+    grad: np.ndarray, indices: np.ndarray, num_embeddings: int, padding_idx: int | None = None
+) -> np.ndarray:
+    """Gradient of :func:`embedding_forward` w.r.t. ``weight``: a scatter-add of ``grad``.
+
+    ``dW[r] = Σ_{p: indices[p] = r} grad[p]``, and ``dW[padding_idx] = 0``.
+
+    Parameters
+    ----------
+    grad : ndarray, shape ``indices.shape + (D,)``, float32 or float64
+    indices : integer ndarray, as given to :func:`embedding_forward`
+    num_embeddings : int, rows of the weight
+    padding_idx : int in [0, num_embeddings) or None
+
+    Returns
+    -------
+    dweight : ndarray, shape (num_embeddings, D), dtype of ``grad``.
+    """
+    name = "embedding_backward"
+    _check_float(name, "grad", grad)
+    if not isinstance(indices, np.ndarray) or grad.ndim == 0 or grad.shape[:-1] != indices.shape:
+        raise ValueError(f"{name}: grad must have shape indices.shape + (D,) = "
+                         f"{getattr(indices, 'shape', '?')} + (D,), got {grad.shape}")
+    if int(num_embeddings) != num_embeddings or num_embeddings < 1:
+        raise ValueError(f"{name}: num_embeddings must be a positive int, got {num_embeddings}")
+    num_embeddings = int(num_embeddings)
+    if padding_idx is not None and not 0 <= padding_idx < num_embeddings:
+        raise ValueError(f"{name}: padding_idx must be None or in [0, {num_embeddings}), got "
+                         f"{padding_idx}")
+    flat = _check_indices(name, indices, num_embeddings)
+    n_cols = grad.shape[-1]
+    dweight = np.zeros((num_embeddings, n_cols), dtype=grad.dtype)
+    _embedding_backward_kernel(np.ascontiguousarray(grad).reshape(flat.size, n_cols), flat,
+                               -1 if padding_idx is None else int(padding_idx), dweight)
+    return dweight
+
+
+def embedding_forward_numpy(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
+    """Plain-numpy twin of :func:`embedding_forward` (the test oracle)."""
+    return weight[indices]
+
+
+def embedding_backward_numpy(
+    grad: np.ndarray, indices: np.ndarray, num_embeddings: int, padding_idx: int | None = None
+) -> np.ndarray:
+    """Plain-numpy twin of :func:`embedding_backward` (the test oracle)."""
+    dweight = np.zeros((num_embeddings, grad.shape[-1]), dtype=grad.dtype)
+    np.add.at(dweight, indices.reshape(-1), grad.reshape(indices.size, grad.shape[-1]))
+    if padding_idx is not None:
+        dweight[padding_idx] = 0.0
+    return dweight

@@ -1,0 +1,222 @@
+"""Layer normalisation over the last axis of a 2-D array of rows, forward and backward.
+
+For a row ``x`` of ``C`` features (``torch.nn.functional.layer_norm`` semantics)::
+
+    mean = Σ x / C,   var = Σ (x − mean)² / C   (biased),   rstd = 1 / sqrt(var + eps)
+    x̂ = (x − mean) · rstd,   y = x̂ ⊙ w + b
+
+and for an upstream gradient ``g`` of ``y``, with ``ĝ = g ⊙ w``::
+
+    dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)),   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
+
+The kernels run in parallel over rows. The row statistics accumulate in float64 whatever the
+input dtype; everything else is computed in the input dtype. ``dw``/``db`` are sums over rows:
+the rows are split into a fixed number of chunks that depends only on ``N`` (never on the
+number of threads), each chunk sums its rows in order, and the partials are added in chunk
+order, so the result is bitwise the same run to run and for any thread count.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+# Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
+# order. It only needs to exceed the thread count of a laptop for good load balance.
+_MAX_ROW_CHUNKS = 32
+
+
+@njit(cache=True, parallel=True)
+def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
+    n_rows, n_cols = x.shape
+    for i in prange(n_rows):
+        row_sum = 0.0
+        for j in range(n_cols):
+            row_sum += x[i, j]
+        row_mean = row_sum / n_cols
+        sq_sum = 0.0
+        for j in range(n_cols):
+            centred = x[i, j] - row_mean
+            sq_sum += centred * centred
+        mean[i] = row_mean
+        rstd[i] = 1.0 / np.sqrt(sq_sum / n_cols + eps)
+        # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
+        mu = mean[i]
+        inv_std = rstd[i]
+        for j in range(n_cols):
+            y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
+
+
+@njit(cache=True, parallel=True)
+def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, n_chunks, dx, row_means,
+                                dweight_parts, dbias_parts):
+    n_rows, n_cols = x.shape
+    for chunk in prange(n_chunks):
+        start = chunk * n_rows // n_chunks
+        stop = (chunk + 1) * n_rows // n_chunks
+        for i in range(start, stop):
+            mu = mean[i]
+            inv_std = rstd[i]
+            sum_g = 0.0
+            sum_g_xhat = 0.0
+            for j in range(n_cols):
+                x_hat = (x[i, j] - mu) * inv_std
+                g_hat = grad[i, j] * weight[j]
+                sum_g += g_hat
+                sum_g_xhat += g_hat * x_hat
+                dweight_parts[chunk, j] += grad[i, j] * x_hat
+                dbias_parts[chunk, j] += grad[i, j]
+            # row_means has the input dtype: the per-element update below stays in it.
+            row_means[i, 0] = sum_g / n_cols
+            row_means[i, 1] = sum_g_xhat / n_cols
+            mean_g = row_means[i, 0]
+            mean_g_xhat = row_means[i, 1]
+            for j in range(n_cols):
+                x_hat = (x[i, j] - mu) * inv_std
+                dx[i, j] = inv_std * (grad[i, j] * weight[j] - mean_g - x_hat * mean_g_xhat)
+
+
+def _check_rows(name: str, x: np.ndarray) -> None:
+    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: x must be a float32 or float64 ndarray, got "
+                        f"{type(x).__name__} of dtype {getattr(x, 'dtype', None)}")
+    if x.ndim != 2 or x.shape[1] == 0:
+        raise ValueError(f"{name}: x must have shape (N, C) with C >= 1, got {x.shape}")
+
+
+def _check_vector(name: str, label: str, v: np.ndarray, length: int, dtype: np.dtype) -> None:
+    if not isinstance(v, np.ndarray) or v.shape != (length,):
+        raise ValueError(f"{name}: {label} must have shape ({length},), got "
+                         f"{getattr(v, 'shape', type(v).__name__)}")
+    if v.dtype != dtype:
+        raise TypeError(f"{name}: {label} has dtype {v.dtype}, expected {dtype} like x")
+
+
+def layer_norm_forward(
+    x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Normalise each row of ``x`` and apply the optional affine map.
+
+    ``y = (x − mean) · rstd ⊙ w + b`` with ``rstd = 1 / sqrt(var_biased + eps)``. A constant
+    row has ``var = 0`` and gives ``y = b`` (finite for any ``eps > 0``).
+
+    Parameters
+    ----------
+    x : ndarray, shape (N, C), float32 or float64
+    weight, bias : ndarray, shape (C,), same dtype as ``x``, or None (ones / zeros)
+    eps : float, >= 0 (as in PyTorch, 0 makes a constant row divide by zero)
+
+    Returns
+    -------
+    y : ndarray, shape (N, C)
+    mean, rstd : ndarray, shape (N,), the row statistics saved for the backward pass.
+
+    Examples
+    --------
+    >>> y, mean, rstd = layer_norm_forward(np.array([[1.0, 3.0]]), None, None, 0.0)
+    >>> y.tolist(), mean.tolist(), rstd.tolist()
+    ([[-1.0, 1.0]], [2.0], [1.0])
+    """
+    _check_rows("layer_norm_forward", x)
+    n_rows, n_cols = x.shape
+    if not eps >= 0:
+        raise ValueError(f"layer_norm_forward: eps must be >= 0, got {eps}")
+    if weight is None:
+        weight = np.ones(n_cols, dtype=x.dtype)
+    _check_vector("layer_norm_forward", "weight", weight, n_cols, x.dtype)
+    if bias is None:
+        bias = np.zeros(n_cols, dtype=x.dtype)
+    _check_vector("layer_norm_forward", "bias", bias, n_cols, x.dtype)
+    y = np.empty_like(x)
+    mean = np.empty(n_rows, dtype=x.dtype)
+    rstd = np.empty(n_rows, dtype=x.dtype)
+    _layer_norm_forward_kernel(np.ascontiguousarray(x), np.ascontiguousarray(weight),
+                               np.ascontiguousarray(bias), float(eps), y, mean, rstd)
+    return y, mean, rstd
+
+
+def layer_norm_backward(
+    grad: np.ndarray, x: np.ndarray, weight: np.ndarray | None, mean: np.ndarray,
+    rstd: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Gradients of :func:`layer_norm_forward` given the upstream gradient ``grad`` of ``y``.
+
+    ``dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂))`` with ``ĝ = grad ⊙ w``;
+    ``dw = Σ_rows grad ⊙ x̂``; ``db = Σ_rows grad``.
+
+    Parameters
+    ----------
+    grad, x : ndarray, shape (N, C), same float dtype
+    weight : ndarray, shape (C,), or None
+    mean, rstd : ndarray, shape (N,), as returned by :func:`layer_norm_forward`
+
+    Returns
+    -------
+    dx : ndarray, shape (N, C)
+    dweight, dbias : ndarray, shape (C,), or None when ``weight`` is None
+    """
+    name = "layer_norm_backward"
+    _check_rows(name, x)
+    n_rows, n_cols = x.shape
+    if not isinstance(grad, np.ndarray) or grad.shape != x.shape:
+        raise ValueError(f"{name}: grad must have the shape of x {x.shape}, got "
+                         f"{getattr(grad, 'shape', type(grad).__name__)}")
+    if grad.dtype != x.dtype:
+        raise TypeError(f"{name}: grad has dtype {grad.dtype}, expected {x.dtype} like x")
+    has_weight = weight is not None
+    if weight is None:
+        weight = np.ones(n_cols, dtype=x.dtype)
+    _check_vector(name, "weight", weight, n_cols, x.dtype)
+    _check_vector(name, "mean", mean, n_rows, x.dtype)
+    _check_vector(name, "rstd", rstd, n_rows, x.dtype)
+    n_chunks = min(n_rows, _MAX_ROW_CHUNKS)
+    dx = np.empty_like(x)
+    row_means = np.empty((n_rows, 2), dtype=x.dtype)
+    dweight_parts = np.zeros((n_chunks, n_cols), dtype=np.float64)
+    dbias_parts = np.zeros((n_chunks, n_cols), dtype=np.float64)
+    _layer_norm_backward_kernel(
+        np.ascontiguousarray(grad), np.ascontiguousarray(x), np.ascontiguousarray(weight),
+        np.ascontiguousarray(mean), np.ascontiguousarray(rstd), n_chunks, dx,
+        row_means, dweight_parts, dbias_parts,
+    )
+    if not has_weight:
+        return dx, None, None
+    # Summing over axis 0 adds the chunk partials one after another in chunk order, so the
+    # result does not depend on how the chunks were scheduled onto threads.
+    dweight = dweight_parts.sum(axis=0).astype(x.dtype)
+    dbias = dbias_parts.sum(axis=0).astype(x.dtype)
+    return dx, dweight, dbias
+
+
+def layer_norm_forward_numpy(
+    x: np.ndarray, weight: np.ndarray | None, bias: np.ndarray | None, eps: float
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Plain-numpy twin of :func:`layer_norm_forward` (the test oracle)."""
+    x64 = x.astype(np.float64)
+    mean = x64.mean(axis=1)
+    var = ((x64 - mean[:, None]) ** 2).mean(axis=1)
+    mean_t = mean.astype(x.dtype)
+    rstd_t = (1.0 / np.sqrt(var + eps)).astype(x.dtype)
+    y = (x - mean_t[:, None]) * rstd_t[:, None]
+    if weight is not None:
+        y = y * weight
+    if bias is not None:
+        y = y + bias
+    return y, mean_t, rstd_t
+
+
+def layer_norm_backward_numpy(
+    grad: np.ndarray, x: np.ndarray, weight: np.ndarray | None, mean: np.ndarray,
+    rstd: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """Plain-numpy twin of :func:`layer_norm_backward` (the test oracle)."""
+    x_hat = (x - mean[:, None]) * rstd[:, None]
+    g_hat = grad if weight is None else grad * weight
+    mean_g = g_hat.mean(axis=1, dtype=np.float64).astype(x.dtype)
+    mean_g_xhat = (g_hat * x_hat).mean(axis=1, dtype=np.float64).astype(x.dtype)
+    dx = rstd[:, None] * (g_hat - mean_g[:, None] - x_hat * mean_g_xhat[:, None])
+    if weight is None:
+        return dx, None, None
+    dweight = (grad * x_hat).sum(axis=0, dtype=np.float64).astype(x.dtype)
+    dbias = grad.sum(axis=0, dtype=np.float64).astype(x.dtype)
+    return dx, dweight, dbias

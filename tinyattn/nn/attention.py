@@ -1,0 +1,328 @@
+"""Attention layers, batch first ``(B, T, C)`` (an unbatched ``(T, C)`` input works too).
+
+Three ways to build multi-head attention, from the most explicit to the one PyTorch ships:
+
+* :class:`SelfAttention` — one head with its own query/key/value projections;
+* :class:`MultiHeadAttentionWrapper` — ``num_heads`` independent ``SelfAttention`` heads whose
+  outputs are concatenated;
+* :class:`MultiHeadAttention` — one projection per role, split into heads by columns, followed
+  by an output projection; the layout and masks of ``torch.nn.MultiheadAttention``.
+
+Head ``h`` of ``MultiHeadAttention`` reads the rows ``h·d_head : (h+1)·d_head`` of each
+projection weight, so it is exactly a ``SelfAttention`` head with those rows as its weights.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..functional.attention import scaled_dot_product_attention
+from ..ops import cat, stack
+from ..tensor import Tensor
+from .container import ModuleList
+from .linear import Linear
+from .module import Module
+
+
+def _check_sizes(layer: str, **sizes: int) -> None:
+    for label, size in sizes.items():
+        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
+            raise ValueError(f"{layer}: {label} must be a positive int, got {size!r}")
+
+
+def _check_dropout(layer: str, dropout: float) -> float:
+    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (
+            0.0 <= dropout < 1.0):
+        raise ValueError(f"{layer}: dropout must be a probability in [0, 1), got {dropout!r}")
+    return float(dropout)
+
+
+def _check_input(layer: str, label: str, x: Any, features: int) -> None:
+    """``x`` must be a float Tensor ``(B, T, features)`` or ``(T, features)``."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{layer}: {label} must be a Tensor, got {type(x).__name__}")
+    if x.ndim not in (2, 3) or x.shape[-1] != features:
+        raise ValueError(f"{layer}: {label} must have shape (B, T, {features}) or (T, {features}),"
+                         f" got {x.shape}")
+
+
+class SelfAttention(Module):
+    """One attention head: ``softmax(q kᵀ / √d_out) v`` with ``q, k, v`` projections of ``x``.
+
+    Parameters
+    ----------
+    d_in, d_out : int
+        Input features and head size.
+    qkv_bias : bool
+        Whether the projections ``q_proj``, ``k_proj``, ``v_proj`` have a bias.
+    causal : bool
+        Position ``t`` attends only positions ``<= t``.
+    dropout : float
+        Dropout on the attention weights while training, in ``[0, 1)``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> head = ta.nn.SelfAttention(8, 4, causal=True)
+    >>> head(ta.randn(2, 5, 8)).shape
+    (2, 5, 4)
+    """
+
+    def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False, causal: bool = False,
+                 dropout: float = 0.0):
+        super().__init__()
+        _check_sizes("SelfAttention", d_in=d_in, d_out=d_out)
+        self.d_in, self.d_out = int(d_in), int(d_out)
+        self.causal = bool(causal)
+        self.dropout = _check_dropout("SelfAttention", dropout)
+        self.q_proj = Linear(d_in, d_out, bias=qkv_bias)
+        self.k_proj = Linear(d_in, d_out, bias=qkv_bias)
+        self.v_proj = Linear(d_in, d_out, bias=qkv_bias)
+
+    def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """``(B, T, d_in) -> (B, T, d_out)``; with ``need_weights`` also the ``(B, T, T)``
+        weights."""
+        _check_input("SelfAttention", "x", x, self.d_in)
+        return scaled_dot_product_attention(
+            self.q_proj(x), self.k_proj(x), self.v_proj(x),  # (B, T, d_out) each
+            dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal,
+            need_weights=need_weights,
+        )
+
+    def extra_repr(self) -> str:
+        return f"d_in={self.d_in}, d_out={self.d_out}, causal={self.causal}"
+
+
+class MultiHeadAttentionWrapper(Module):
+    """``num_heads`` independent :class:`SelfAttention` heads, outputs concatenated.
+
+    Output width ``num_heads · d_out``; the heads live in the ``ModuleList`` ``heads``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> mha = ta.nn.MultiHeadAttentionWrapper(8, 4, num_heads=3)
+    >>> mha(ta.randn(2, 5, 8)).shape
+    (2, 5, 12)
+    """
+
+    def __init__(self, d_in: int, d_out: int, num_heads: int, qkv_bias: bool = False,
+                 causal: bool = False, dropout: float = 0.0):
+        super().__init__()
+        _check_sizes("MultiHeadAttentionWrapper", d_in=d_in, d_out=d_out, num_heads=num_heads)
+        self.d_in = int(d_in)
+        self.heads = ModuleList(
+            SelfAttention(d_in, d_out, qkv_bias, causal, dropout) for _ in range(num_heads)
+        )
+
+    def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+        """``(B, T, d_in) -> (B, T, num_heads·d_out)``; with ``need_weights`` also the
+        ``(B, num_heads, T, T)`` weights."""
+        _check_input("MultiHeadAttentionWrapper", "x", x, self.d_in)
+        if not need_weights:
+            return cat([head(x) for head in self.heads], dim=-1)
+        outputs, weights = zip(*(head(x, need_weights=True) for head in self.heads))
+        return cat(outputs, dim=-1), stack(weights, dim=-3)  # (B, T, H·d_out), (B, H, T, T)
+
+
+class MultiHeadAttention(Module):
+    """Multi-head attention with the layout and masks of ``torch.nn.MultiheadAttention``.
+
+    ``out_proj(concat_h softmax(q_h k_hᵀ / √d_head + mask) v_h)`` where ``q_h`` is columns
+    ``h·d_head : (h+1)·d_head`` of ``q_proj(query)`` (likewise ``k_h``, ``v_h``).
+
+    Parameters
+    ----------
+    embed_dim, num_heads : int
+        Model width and number of heads; ``d_head = embed_dim // num_heads``.
+    dropout : float
+        Dropout on the attention weights while training, in ``[0, 1)``.
+    bias : bool
+        Whether ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` have biases.
+    causal : bool
+        (+) Always apply a causal mask (as if ``is_causal=True`` were passed to ``forward``).
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> mha = ta.nn.MultiHeadAttention(8, num_heads=2)
+    >>> x = ta.randn(3, 5, 8)
+    >>> out, weights = mha(x, need_weights=True)
+    >>> out.shape, weights.shape
+    ((3, 5, 8), (3, 5, 5))
+    """
+
+    def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
+                 causal: bool = False):
+        super().__init__()
+        name = "MultiHeadAttention"
+        _check_sizes(name, embed_dim=embed_dim, num_heads=num_heads)
+        if embed_dim % num_heads:
+            raise ValueError(f"{name}: embed_dim {embed_dim} must be divisible by num_heads "
+                             f"{num_heads}")
+        self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
+        self.d_head = self.embed_dim // self.num_heads
+        self.dropout = _check_dropout(name, dropout)
+        self.bias, self.causal = bool(bias), bool(causal)
+        self.q_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.v_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor | None = None,
+        value: Tensor | None = None,
+        key_padding_mask: Tensor | np.ndarray | None = None,
+        attn_mask: Tensor | np.ndarray | None = None,
+        need_weights: bool = False,
+        average_attn_weights: bool = True,
+        is_causal: bool = False,
+    ) -> Tensor | tuple[Tensor, Tensor]:
+        """Attend from ``query (B, L, E)`` to ``key (B, S, E)`` / ``value (B, S, E)``.
+
+        ``key`` defaults to ``query`` and ``value`` to ``key``. Masks as in PyTorch: boolean
+        True means NOT allowed, float masks are added to the scores; ``key_padding_mask`` is
+        ``(B, S)``, ``attn_mask`` ``(L, S)`` or ``(B·num_heads, L, S)`` (unbatched: ``(S,)``
+        and ``(L, S)`` or ``(num_heads, L, S)``). ``is_causal`` (or ``causal=True`` at
+        construction) adds a causal mask. Returns the output ``(B, L, E)``, and with
+        ``need_weights`` the weights ``(B, L, S)`` averaged over heads or ``(B, H, L, S)``.
+        """
+        name = "MultiHeadAttention"
+        key = query if key is None else key
+        value = key if value is None else value
+        for label, x in (("query", query), ("key", key), ("value", value)):
+            _check_input(name, label, x, self.embed_dim)
+        if not query.ndim == key.ndim == value.ndim or key.shape[:-1] != value.shape[:-1] or (
+                query.shape[:-2] != key.shape[:-2]):
+            raise ValueError(f"{name}: query {query.shape}, key {key.shape} and value "
+                             f"{value.shape} must be (B, L, E), (B, S, E), (B, S, E) with one B")
+        batched = query.ndim == 3
+        if not batched:
+            query, key, value = (t.unsqueeze(0) for t in (query, key, value))  # (1, L|S, E)
+        B, L, E = query.shape
+        S, H, d_head = key.shape[1], self.num_heads, self.d_head
+        mask, causal = self._combined_mask(key_padding_mask, attn_mask, is_causal or self.causal,
+                                           query.dtype, B, L, S, batched)
+        q = self.q_proj(query).view(B, L, H, d_head).transpose(1, 2)  # (B, H, L, d_head)
+        k = self.k_proj(key).view(B, S, H, d_head).transpose(1, 2)  # (B, H, S, d_head)
+        v = self.v_proj(value).view(B, S, H, d_head).transpose(1, 2)  # (B, H, S, d_head)
+        result = scaled_dot_product_attention(
+            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
+            is_causal=causal, need_weights=need_weights,
+        )
+        heads, weights = result if need_weights else (result, None)
+        output = self.out_proj(heads.transpose(1, 2).reshape(B, L, E))  # (B, L, E)
+        if weights is not None and average_attn_weights:
+            weights = weights.mean(dim=1)  # (B, L, S)
+        if not batched:
+            output = output.squeeze(0)  # (L, E)
+            weights = None if weights is None else weights.squeeze(0)
+        return output if weights is None else (output, weights)
+
+    def _combined_mask(self, key_padding_mask: Any, attn_mask: Any, causal: bool,
+                       dtype: np.dtype, B: int, L: int, S: int,
+                       batched: bool) -> tuple[Tensor | None, bool]:
+        """One SDPA mask ``(True = may attend, or additive float)`` broadcasting to
+        ``(B, H, L, S)``, and whether SDPA itself should apply the causal mask."""
+        H = self.num_heads
+        blocked = []  # each: bool (True = NOT allowed) or float (added), 4-D broadcastable
+        if key_padding_mask is not None:
+            kpm = self._mask_tensor("key_padding_mask", key_padding_mask, dtype,
+                                    (B, S) if batched else (S,))
+            blocked.append(kpm.reshape(B, 1, 1, S))  # (B, 1, 1, S)
+        if attn_mask is not None:
+            mask = self._mask_tensor("attn_mask", attn_mask, dtype,
+                                     (L, S), (B * H, L, S) if batched else (H, L, S))
+            blocked.append(mask if mask.ndim == 2 else mask.reshape(B, H, L, S))  # (B, H, L, S)
+        if not blocked:
+            return None, causal
+        if causal:
+            blocked.append(Tensor(~np.tril(np.ones((L, S), dtype=bool))))  # (L, S)
+        if all(m.dtype == np.bool_ for m in blocked):
+            merged = blocked[0].data
+            for m in blocked[1:]:
+                merged = merged | m.data
+            return Tensor(~merged), False
+        additive = [m if m.dtype != np.bool_ else
+                    Tensor(np.where(m.data, -np.inf, 0.0).astype(dtype)) for m in blocked]
+        merged = additive[0]
+        for m in additive[1:]:
+            merged = merged + m
+        return merged, False
+
+    def _mask_tensor(self, label: str, mask: Any, dtype: np.dtype,
+                     *shapes: tuple[int, ...]) -> Tensor:
+        name = "MultiHeadAttention"
+        if isinstance(mask, np.ndarray):
+            mask = Tensor(mask)
+        if not isinstance(mask, Tensor):
+            raise TypeError(f"{name}: {label} must be a Tensor or numpy array, got "
+                            f"{type(mask).__name__}")
+        if mask.dtype != np.bool_ and mask.dtype != dtype:
+            raise TypeError(f"{name}: {label} must be boolean or have the query's dtype "
+                            f"{dtype}, got {mask.dtype}")
+        if mask.shape not in shapes:
+            expected = " or ".join(str(s) for s in shapes)
+            raise ValueError(f"{name}: {label} has shape {mask.shape}, expected {expected}")
+        return mask
+
+    @classmethod
+    def from_torch(cls, torch_mha: Any) -> MultiHeadAttention:
+        """A copy of a ``torch.nn.MultiheadAttention`` (built with ``batch_first=True``).
+
+        Its packed ``in_proj_weight`` ``(3E, E)`` is split row-wise into ``q_proj``,
+        ``k_proj``, ``v_proj``; dtype, dropout and training mode are kept.
+        """
+        name = "MultiHeadAttention.from_torch"
+        if not getattr(torch_mha, "_qkv_same_embed_dim", False):
+            raise ValueError(f"{name}: only modules with kdim == vdim == embed_dim can be copied")
+        if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
+            raise ValueError(f"{name}: add_bias_kv and add_zero_attn have no tinyattn equivalent")
+        E = torch_mha.embed_dim
+        bias = torch_mha.in_proj_bias is not None
+        layer = cls(E, torch_mha.num_heads, dropout=torch_mha.dropout, bias=bias)
+        weight = torch_mha.in_proj_weight.detach().cpu().numpy()  # (3E, E): q, k, v rows
+        arrays = {"out_proj.weight": torch_mha.out_proj.weight.detach().cpu().numpy()}
+        for i, role in enumerate(("q_proj", "k_proj", "v_proj")):
+            arrays[f"{role}.weight"] = weight[i * E:(i + 1) * E]
+            if bias:
+                arrays[f"{role}.bias"] = torch_mha.in_proj_bias.detach().cpu().numpy()[
+                    i * E:(i + 1) * E]
+        if bias:
+            arrays["out_proj.bias"] = torch_mha.out_proj.bias.detach().cpu().numpy()
+        for param_name, param in layer.named_parameters():
+            param.data = np.array(arrays[param_name], copy=True)
+        return layer.train(torch_mha.training)
+
+    def to_torch(self) -> Any:
+        """A ``torch.nn.MultiheadAttention(batch_first=True)`` with these weights.
+
+        ``causal=True`` has no torch attribute: pass the mask to the torch module's forward.
+        """
+        try:
+            import torch
+        except ImportError:
+            raise ImportError("MultiHeadAttention.to_torch: PyTorch is not installed "
+                              "(pip install torch)") from None
+        dtype = torch.float64 if self.q_proj.weight.dtype == np.float64 else torch.float32
+        torch_mha = torch.nn.MultiheadAttention(self.embed_dim, self.num_heads,
+                                                dropout=self.dropout, bias=self.bias,
+                                                batch_first=True, dtype=dtype)
+        projections = (self.q_proj, self.k_proj, self.v_proj)
+        with torch.no_grad():
+            torch_mha.in_proj_weight.copy_(
+                torch.from_numpy(np.concatenate([p.weight.data for p in projections])))
+            torch_mha.out_proj.weight.copy_(torch.from_numpy(self.out_proj.weight.data))
+            if self.bias:
+                torch_mha.in_proj_bias.copy_(
+                    torch.from_numpy(np.concatenate([p.bias.data for p in projections])))
+                torch_mha.out_proj.bias.copy_(torch.from_numpy(self.out_proj.bias.data))
+        return torch_mha.train(self.training)
+
+    def extra_repr(self) -> str:
+        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"dropout={self.dropout}, causal={self.causal}")

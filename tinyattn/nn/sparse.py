@@ -1,0 +1,53 @@
+"""``Embedding``: a trainable lookup table of vectors, one row per index."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..functional import embedding
+from ..functional.sparse import normalize_padding_idx
+from ..tensor import Tensor
+from . import init
+from .module import Module, Parameter
+
+
+class Embedding(Module):
+    """A table of ``num_embeddings`` vectors of size ``embedding_dim``, looked up by index.
+
+    ``weight`` is ``(num_embeddings, embedding_dim)``, drawn from N(0, 1) as in
+    ``torch.nn.Embedding``; the ``padding_idx`` row (negative values count from the end)
+    starts at zero and never receives a gradient.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> table = ta.nn.Embedding(10, 4, padding_idx=0)
+    >>> table(ta.tensor([[0, 3, 3]])).shape
+    (1, 3, 4)
+    >>> table.weight.numpy()[0].tolist()
+    [0.0, 0.0, 0.0, 0.0]
+    """
+
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None):
+        super().__init__()
+        for label, size in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
+            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
+                raise ValueError(f"Embedding: {label} must be a positive int, got {size!r}")
+        self.num_embeddings = int(num_embeddings)
+        self.embedding_dim = int(embedding_dim)
+        self.padding_idx = normalize_padding_idx("Embedding", padding_idx, self.num_embeddings)
+        self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim), np.float32))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Draw the table from N(0, 1) again, with the padding row zeroed."""
+        init.normal_(self.weight)
+        if self.padding_idx is not None:
+            self.weight.data[self.padding_idx] = 0.0
+
+    def forward(self, input: Tensor) -> Tensor:
+        return embedding(input, self.weight, self.padding_idx)
+
+    def extra_repr(self) -> str:
+        text = f"{self.num_embeddings}, {self.embedding_dim}"
+        return text if self.padding_idx is None else text + f", padding_idx={self.padding_idx}"

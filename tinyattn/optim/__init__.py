@@ -1,0 +1,22 @@
+"""Optimizers and learning-rate schedules, with PyTorch's names, defaults and update rules.
+
+>>> import tinyattn as ta
+>>> w = ta.nn.Parameter(ta.tensor([1.0, 2.0]))
+>>> opt = ta.optim.AdamW([w], lr=1e-2)
+>>> (w * w).sum().backward()
+>>> opt.step()
+>>> opt.zero_grad()
+>>> w.grad is None
+True
+"""
+
+from . import lr_scheduler
+from .adam import Adam, AdamW
+from .lr_scheduler import CosineWarmup, LambdaLR, cosine_warmup_lr
+from .optimizer import Optimizer
+from .sgd import SGD
+
+__all__ = [
+    "SGD", "Adam", "AdamW", "CosineWarmup", "LambdaLR", "Optimizer", "cosine_warmup_lr",
+    "lr_scheduler",
+]
