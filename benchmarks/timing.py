@@ -62,7 +62,18 @@ def compare(
 
 
 def peak_rss_mb() -> float:
-    """Peak resident set size of this process so far, in MB."""
+    """Peak resident set size of this process so far, in MB.
+
+    Read from ``VmHWM`` where Linux provides it: ``ru_maxrss`` survives ``fork`` + ``exec``, so in
+    a child process it would report the parent's high-water mark.
+    """
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
