@@ -206,6 +206,7 @@ def main() -> None:
     warm = run_child("tinyattn", 30)
     torch_run = run_child("torch", 30)
 
+    rss_ratio = warm["peak_rss_mb"] / torch_run["peak_rss_mb"]
     lines = [
         f"W3 — {machine_header()}",
         "",
@@ -216,7 +217,7 @@ def main() -> None:
         f"| step time, median of {result.pairs} interleaved pairs (ms) | {result.ours_ms:.1f} "
         f"| {result.ref_ms:.1f} | {result.ratio:.2f}× |",
         f"| peak RSS over 30 steps, own process (MB) | {warm['peak_rss_mb']:.0f} "
-        f"| {torch_run['peak_rss_mb']:.0f} | {warm['peak_rss_mb'] / torch_run['peak_rss_mb']:.2f}× |",
+        f"| {torch_run['peak_rss_mb']:.0f} | {rss_ratio:.2f}× |",
         f"| minor page faults per step | {warm['minor_faults_per_step']:.0f} "
         f"| {torch_run['minor_faults_per_step']:.0f} | |",
         f"| process start → end of first step, warm numba cache (s) "
