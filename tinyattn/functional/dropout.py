@@ -2,8 +2,8 @@
 
 In training each element is kept with probability ``1 − p`` and scaled by ``1 / (1 − p)``, so
 the expected output equals the input and evaluation needs no rescaling: there dropout is the
-identity. The keep-mask is drawn from :func:`tinyattn.random.generator`, so
-``ta.manual_seed`` makes it repeat.
+identity. The keep-mask comes from a counter-based generator keyed by a seed drawn from
+:func:`tinyattn.random.generator`, so ``ta.manual_seed`` makes it repeat.
 """
 
 from __future__ import annotations
@@ -11,25 +11,28 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Context, Function
-from ..random import generator
+from ..kernels.dropout import dropout_apply
+from ..random import draw_seed
 from ..tensor import Tensor
 
 
 class Dropout(Function):
     """``y = x ⊙ m / (1 − p)`` for a keep-mask ``m``; ``dx = g ⊙ m / (1 − p)`` (the same mask).
 
-    The mask arrives already scaled (``m / (1 − p)``, or zeros when ``p = 1``).
+    The mask is never stored: it is a function of a seed (drawn from ``ta.manual_seed``'s
+    generator) through the counter-based generator, so the backward recomputes it.
     """
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, scaled_mask: np.ndarray) -> np.ndarray:
-        ctx.save_for_backward(scaled_mask)
-        return x * scaled_mask
+    def forward(ctx: Context, x: np.ndarray, p: float) -> np.ndarray:
+        seed = draw_seed()
+        ctx.save_for_backward(seed, p)
+        return dropout_apply(x, seed, p)
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (scaled_mask,) = ctx.saved
-        return (grad * scaled_mask,)
+        seed, p = ctx.saved
+        return (dropout_apply(np.ascontiguousarray(grad), seed, p),)
 
 
 def check_probability(op: str, p: float) -> float:
@@ -73,8 +76,5 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True) -> Tensor:
     if not training or p == 0.0:
         return input
     if p == 1.0:
-        scaled_mask = np.zeros(input.shape, dtype=input.dtype)
-    else:
-        keep = generator().random(input.shape, dtype=np.float32) >= p
-        scaled_mask = keep.astype(input.dtype) / input.dtype.type(1.0 - p)
-    return Dropout.apply(input, scaled_mask=scaled_mask)
+        return input * 0.0
+    return Dropout.apply(input, p=p)

@@ -142,3 +142,13 @@ def dropout_keep_mask_numpy(seed: int, B: int, H: int, T: int, S: int, p: float)
     _check_mask_args("dropout_keep_mask_numpy", seed, (B, H, T, S), p)
     b, h, i, j = np.ix_(np.arange(B), np.arange(H), np.arange(T), np.arange(S))
     return uniform_numpy(seed, b, h, i, j) >= p
+
+
+def uniform_stream_numpy(seed: int, size: int) -> np.ndarray:
+    """Uniform numbers of the one-key stream ``uniform(seed, n)``, ``n = 0 .. size − 1``.
+
+    This is what :mod:`.dropout` uses for tensors of any shape (``n`` is the C-order index).
+    """
+    with np.errstate(over="ignore"):
+        state = _fold_key_numpy(np.full((), seed, dtype=np.uint64), np.arange(size))
+    return (state >> _SHIFT_11).astype(np.float64) * _TWO_POW_MINUS_53
