@@ -1,0 +1,136 @@
+"""The tinyattn command: every subcommand, --help, and bad usage (exit status 2)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numba
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _restore_numba_threads():
+    threads = numba.get_num_threads()
+    yield
+    numba.set_num_threads(threads)
+
+
+def run_exit_code(argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    return info.value.code
+
+
+@pytest.mark.parametrize("command", [[], ["walkthrough"], ["gradcheck"], ["train"], ["sample"]])
+def test_help_of_every_subcommand(command, capsys):
+    assert run_exit_code([*command, "--help"]) == 0
+    assert "usage: tinyattn" in capsys.readouterr().out
+
+
+def test_walkthrough_prints_the_derivation_and_passes(capsys):
+    assert main(["walkthrough"]) == 0
+    out = capsys.readouterr().out
+    assert "dS = P * (dP - rowsum(dP * P))" in out and "all checks passed" in out
+
+
+def test_gradcheck_passes_every_op_and_layer(capsys):
+    assert main(["gradcheck"]) == 0
+    out = capsys.readouterr().out
+    for name in ("matmul", "softmax", "sdpa fused causal", "MultiHeadAttention", "TransformerLM"):
+        assert name in out
+    passed, total = map(int, out.split("gradient checks passed")[0].split()[-3::2])
+    assert passed == total >= 40 and "FAIL" not in out
+
+
+@pytest.fixture(scope="module")
+def task_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("runs") / "copy"
+    code = main(["train", "--task", "copy", "--steps", "4", "--eval-every", "2", "--length",
+                 "4", "--embed-dim", "16", "--out", str(out), "--no-progress", "--seed", "3"])
+    return code, out
+
+
+def test_train_task_writes_the_run(task_run, capsys):
+    code, out = task_run
+    assert code == 0
+    for name in ("model.npz", "config.json", "loss.png", "attention.png"):
+        assert (out / name).stat().st_size > 0
+    config = json.loads((out / "config.json").read_text())
+    assert config["task"] == {"name": "copy", "length": 4, "num_symbols": 10}
+    assert config["train"]["steps"] == 4 and config["train"]["seed"] == 3
+    assert config["model"]["embed_dim"] == 16 and config["model"]["vocab_size"] == 11
+    assert 0.0 <= config["results"]["accuracy"] <= 1.0
+    assert sorted(ta.nn.load(out / "model.npz"))[0] == "blocks.0.attn.k_proj.bias"
+
+
+def test_train_task_prints_accuracy_and_is_reproducible(task_run, tmp_path, capsys):
+    _, first = task_run
+    assert main(["train", "--task", "copy", "--steps", "4", "--eval-every", "2", "--length", "4",
+                 "--embed-dim", "16", "--out", str(tmp_path), "--no-progress", "--seed", "3"]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    assert last.startswith("accuracy: ") and 0.0 <= float(last.split()[1]) <= 1.0
+    a, b = ta.nn.load(first / "model.npz"), ta.nn.load(tmp_path / "model.npz")
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+
+
+def test_sample_answers_a_task_prompt(task_run, capsys):
+    _, out = task_run
+    assert main(["sample", "--checkpoint", str(out / "model.npz"), "--prompt", "3 1 4 1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["prompt:", "3", "1", "4", "1"]
+    assert lines[2].split() == ["expected:", "3", "1", "4", "1"]
+    assert len(lines[1].split()) == 5
+
+
+def test_train_text_and_sample(tmp_path, capsys):
+    text = tmp_path / "poem.txt"
+    text.write_text("your journey starts with one step. " * 40)
+    out = tmp_path / "run"
+    assert main(["train", "--text", str(text), "--steps", "2", "--eval-every", "1",
+                 "--batch-size", "4", "--embed-dim", "16", "--num-heads", "2", "--num-layers",
+                 "1", "--context-length", "16", "--out", str(out), "--no-progress"]) == 0
+    assert {"model.npz", "config.json", "loss.png", "attention.png"} <= {
+        p.name for p in out.iterdir()}
+    capsys.readouterr()
+    assert main(["sample", "--checkpoint", str(out / "model.npz"), "--prompt", "your ",
+                 "--max-new-tokens", "12", "--top-k", "3"]) == 0
+    sample = capsys.readouterr().out
+    assert sample.startswith("your ") and len(sample.rstrip("\n")) == len("your ") + 12
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["train", "--task", "copy", "--bogus"], "unrecognized arguments: --bogus"),
+    (["train", "--task", "shuffle"], "invalid choice: 'shuffle'"),
+    (["train"], "one of the arguments --task --text is required"),
+    (["train", "--text", "/no/such/file.txt"], "does not exist"),
+    (["train", "--task", "copy", "--steps", "0"], "must be a positive integer"),
+    (["sample", "--checkpoint", "/no/such/model.npz"], "no checkpoint file"),
+    (["walkthrough", "--threads", "-1"], "--threads"),
+    (["train", "--task", "copy", "--embed-dim", "10", "--num-heads", "4"], "not divisible"),
+    (["frobnicate"], "invalid choice: 'frobnicate'"),
+])
+def test_bad_usage_exits_2_with_a_message(argv, message, capsys):
+    assert run_exit_code(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_sample_rejects_a_prompt_the_task_cannot_read(task_run, capsys):
+    _, out = task_run
+    assert run_exit_code(["sample", "--checkpoint", str(out / "model.npz"),
+                          "--prompt", "12x"]) == 2
+    assert "needs --prompt of 4 symbols" in capsys.readouterr().err
+
+
+def test_python_dash_m_runs_the_command(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    result = subprocess.run([sys.executable, "-m", "tinyattn", "train", "--nope"], cwd=tmp_path,
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "usage: tinyattn train" in result.stderr

@@ -1,0 +1,240 @@
+"""The self-check behind ``tinyattn gradcheck``: every op and layer against finite differences.
+
+Each case is a small float64 function of its inputs. :func:`ta.gradcheck <tinyattn.gradcheck>`
+gives the verdict; the table also shows the largest disagreement between the analytic
+directional derivative ``<∇L, u>`` and the central difference ``(L(x + εu) − L(x − εu)) / 2ε``
+along a few random directions ``u`` (all checked inputs moved at once), where
+``L = Σ <v, f(x)>`` for a random cotangent ``v``.
+
+A layer's parameters are checked too: the case passes them in as extra inputs, and the layer
+runs with those tensors in place of its own parameters.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+import numpy as np
+
+from . import functional as F
+from . import nn, ops
+from .autograd import no_grad
+from .gradcheck import gradcheck
+from .models import TransformerLM, TransformerLMConfig
+from .random import manual_seed
+from .tensor import Tensor, tensor
+
+
+@dataclass
+class Case:
+    """One gradient check: ``fn(*inputs)``; tensors requiring grad are checked."""
+
+    name: str
+    fn: Callable[..., Any]
+    inputs: list[Any]
+    shown: int | None = None  # how many inputs the table lists (a layer's parameters are not)
+
+    @property
+    def shapes(self) -> str:
+        listed = self.inputs[: self.shown]
+        return " ".join(str(tuple(t.shape)) for t in listed if isinstance(t, Tensor))
+
+
+def _leaf(rng: np.random.Generator, *shape: int, positive: bool = False) -> Tensor:
+    data = rng.uniform(0.5, 2.0, shape) if positive else rng.standard_normal(shape)
+    return tensor(data, requires_grad=True)
+
+
+@contextmanager
+def _parameters_replaced(module: nn.Module, values: Sequence[Tensor]) -> Iterator[None]:
+    """Run ``module`` with ``values`` in place of its parameters (in named_parameters order)."""
+    modules = dict(module.named_modules())
+    slots = []
+    for (name, _), value in zip(module.named_parameters(), values):
+        owner_name, _, attr = name.rpartition(".")
+        owner = modules[owner_name]
+        slots.append((owner, attr, getattr(owner, attr)))
+        object.__setattr__(owner, attr, value)
+    try:
+        yield
+    finally:
+        for owner, attr, original in slots:
+            object.__setattr__(owner, attr, original)
+
+
+def _layer_case(name: str, module: nn.Module, inputs: list[Any]) -> Case:
+    """A case checking ``module(*inputs)`` w.r.t. its float inputs and all its parameters."""
+    module.double()
+    params = [p.detach().requires_grad_() for p in module.parameters()]
+    count = len(inputs)
+
+    def fn(*args: Any) -> Any:
+        with _parameters_replaced(module, args[count:]):
+            return module(*args[:count])
+
+    return Case(name, fn, inputs + params, shown=count)
+
+
+def _seeded(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
+    """Re-seed before every call so that dropout draws the same mask each time."""
+
+    def wrapped(*args: Any) -> Tensor:
+        manual_seed(0)
+        return fn(*args)
+
+    return wrapped
+
+
+def cases(seed: int = 0) -> list[Case]:
+    """Every op and layer with small float64 inputs.
+
+    Examples
+    --------
+    >>> found = cases()
+    >>> len(found) > 40, all(isinstance(case, Case) for case in found)
+    (True, True)
+    """
+    rng = np.random.default_rng(seed)
+    x = lambda *shape: _leaf(rng, *shape)  # noqa: E731
+    pos = lambda *shape: _leaf(rng, *shape, positive=True)  # noqa: E731
+    mask = tensor(rng.random((3, 4)) < 0.5)
+    idx = tensor(rng.integers(0, 5, (2, 3)))
+    target = tensor(np.array([0, 2, -100, 1]))
+    sdpa = F.scaled_dot_product_attention
+    q, k, v = x(2, 3, 4), x(2, 5, 4), x(2, 5, 3)
+    allowed = tensor(np.tril(np.ones((3, 5), dtype=bool), 1))
+    found = [
+        Case("add (broadcast)", lambda a, b: a + b, [x(3, 4), x(4)]),
+        Case("sub", lambda a, b: a - b, [x(3, 1), x(1, 4)]),
+        Case("mul", lambda a, b: a * b, [x(3, 4), x(3, 4)]),
+        Case("div", lambda a, b: a / b, [x(3, 4), pos(3, 4)]),
+        Case("pow", lambda a, b: a ** b, [pos(3, 4), x(3, 4)]),
+        Case("neg", lambda a: -a, [x(3, 4)]),
+        Case("exp", ops.exp, [x(3, 4)]),
+        Case("log", ops.log, [pos(3, 4)]),
+        Case("sqrt", ops.sqrt, [pos(3, 4)]),
+        Case("tanh", ops.tanh, [x(3, 4)]),
+        Case("sigmoid", ops.sigmoid, [x(3, 4)]),
+        Case("relu", ops.relu, [x(3, 4)]),
+        Case("sum(dim=1)", lambda a: a.sum(dim=1), [x(3, 4)]),
+        Case("mean(dim=0)", lambda a: a.mean(dim=0, keepdim=True), [x(3, 4)]),
+        Case("max(dim=1)", lambda a: a.max(dim=1)[0], [x(3, 4)]),
+        Case("var(dim=-1)", lambda a: a.var(dim=-1), [x(3, 4)]),
+        Case("reshape", lambda a: a.reshape(4, 3), [x(3, 4)]),
+        Case("permute", lambda a: a.permute(2, 0, 1), [x(2, 3, 4)]),
+        Case("expand", lambda a: a.expand(3, 4), [x(1, 4)]),
+        Case("getitem", lambda a: a[1:, ::2], [x(3, 4)]),
+        Case("cat", lambda a, b: ops.cat([a, b], dim=1), [x(3, 2), x(3, 4)]),
+        Case("stack", lambda a, b: ops.stack([a, b], dim=0), [x(3, 4), x(3, 4)]),
+        Case("where", lambda a, b: ops.where(mask, a, b), [x(3, 4), x(3, 4)]),
+        Case("masked_fill", lambda a: a.masked_fill(mask, 0.0), [x(3, 4)]),
+        Case("triu", ops.triu, [x(4, 4)]),
+        Case("matmul", ops.matmul, [x(2, 3, 4), x(4, 5)]),
+        Case("softmax", lambda a: a.softmax(dim=-1), [x(3, 4)]),
+        Case("log_softmax", lambda a: a.log_softmax(dim=-1), [x(3, 4)]),
+        Case("F.linear", F.linear, [x(2, 3, 4), x(5, 4), x(5)]),
+        Case("F.embedding", lambda w: F.embedding(idx, w), [x(5, 4)]),
+        Case("F.dropout", _seeded(lambda a: F.dropout(a, 0.3)), [x(3, 4)]),
+        Case("F.layer_norm", lambda a, w, b: F.layer_norm(a, (4,), w, b), [x(3, 4), x(4), x(4)]),
+        Case("F.gelu", F.gelu, [x(3, 4)]),
+        Case("F.gelu(tanh)", lambda a: F.gelu(a, approximate="tanh"), [x(3, 4)]),
+        Case("F.cross_entropy", lambda a: F.cross_entropy(a, target, label_smoothing=0.1),
+             [x(4, 3)]),
+    ]
+    for impl in ("composed", "fused"):
+        found += [
+            Case(f"sdpa {impl}", lambda a, b, c, i=impl: sdpa(a, b, c, impl=i), [q, k, v]),
+            Case(f"sdpa {impl} causal",
+                 lambda a, b, c, i=impl: sdpa(a, b, c, is_causal=True, impl=i), [q, k, v]),
+            Case(f"sdpa {impl} bool mask",
+                 lambda a, b, c, i=impl: sdpa(a, b, c, attn_mask=allowed, impl=i), [q, k, v]),
+            Case(f"sdpa {impl} dropout",
+                 _seeded(lambda a, b, c, i=impl: sdpa(a, b, c, dropout_p=0.3, impl=i)),
+                 [q, k, v]),
+        ]
+    manual_seed(seed)
+    tiny = TransformerLMConfig(vocab_size=5, context_length=4, embed_dim=8, num_heads=2,
+                               num_layers=1)
+    found += [
+        _layer_case("Linear", nn.Linear(4, 3), [x(2, 4)]),
+        _layer_case("Embedding", nn.Embedding(5, 3), [idx]),
+        _layer_case("LayerNorm", nn.LayerNorm(4), [x(2, 3, 4)]),
+        _layer_case("SelfAttention", nn.SelfAttention(4, 3, causal=True), [x(2, 3, 4)]),
+        _layer_case("MultiHeadAttentionWrapper", nn.MultiHeadAttentionWrapper(4, 2, 2),
+                    [x(2, 3, 4)]),
+        _layer_case("MultiHeadAttention", nn.MultiHeadAttention(4, 2, causal=True),
+                    [x(2, 3, 4)]),
+        _layer_case("TransformerBlock", nn.TransformerBlock(4, 2, mlp_ratio=2), [x(2, 3, 4)]),
+        _layer_case("TransformerLM", TransformerLM(tiny), [tensor(rng.integers(0, 5, (2, 4)))]),
+    ]
+    return found
+
+
+def directional_error(
+    case: Case, directions: int = 3, eps: float = 1e-6, seed: int = 0
+) -> float:
+    """Largest ``|<∇L, u> − (L(x + εu) − L(x − εu)) / 2ε|`` over random directions ``u``.
+
+    The case's inputs should be float64 (finite differences with ``ε = 1e-6`` need it).
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0], dtype=ta.float64, requires_grad=True)
+    >>> case = Case("square", lambda t: t * t, [x])
+    >>> directional_error(case) < 1e-8
+    True
+    """
+    rng = np.random.default_rng(seed)
+    checked = [t for t in case.inputs if isinstance(t, Tensor) and t.requires_grad]
+    for t in checked:
+        t.grad = None
+    output = case.fn(*case.inputs)
+    cotangent = rng.standard_normal(output.shape)
+    output.backward(cotangent)
+    grads = [np.zeros(t.shape) if t.grad is None else t.grad.data for t in checked]
+    originals = [t.data for t in checked]
+
+    def objective(step: list[np.ndarray], sign: float) -> float:
+        for t, base, u in zip(checked, originals, step):
+            t.data = base + sign * eps * u
+        with no_grad():
+            return float(np.sum(case.fn(*case.inputs).data * cotangent))
+
+    worst = 0.0
+    try:
+        for _ in range(directions):
+            step = [rng.standard_normal(t.shape) for t in checked]
+            numeric = (objective(step, 1.0) - objective(step, -1.0)) / (2 * eps)
+            analytic = sum(float(np.sum(g * u)) for g, u in zip(grads, step))
+            worst = max(worst, abs(analytic - numeric))
+    finally:
+        for t, base in zip(checked, originals):
+            t.data = base
+            t.grad = None
+    return worst
+
+
+def run(stream: TextIO | None = None, seed: int = 0) -> int:
+    """Check every case, print a table (op, input shapes, max error, pass); return #failures.
+
+    Run it as ``tinyattn gradcheck`` (exit status 1 on any failure).
+    """
+    out = sys.stdout if stream is None else stream
+    found = cases(seed)
+    rows = []
+    for case in found:
+        error = directional_error(case)
+        passed = gradcheck(case.fn, case.inputs, raise_exception=False, max_elements=64)
+        rows.append((case.name, case.shapes, f"{error:.2e}", "ok" if passed else "FAIL"))
+    header = ("op / layer", "input shapes", "max error", "pass")
+    widths = [max(len(r[c]) for r in [header, *rows]) for c in range(4)]
+    for row in [header, tuple("-" * w for w in widths), *rows]:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip(), file=out)
+    failures = sum(row[3] != "ok" for row in rows)
+    print(f"\n{len(rows) - failures} of {len(rows)} gradient checks passed", file=out)
+    return failures

@@ -1,0 +1,242 @@
+"""The ``tinyattn`` command (also ``python -m tinyattn``).
+
+Subcommands::
+
+    tinyattn walkthrough                  backprop through attention, by hand vs autograd
+    tinyattn gradcheck                    every op and layer against finite differences
+    tinyattn train --task reverse         train a small transformer on a synthetic task
+    tinyattn train --text [FILE]          ... or a character LM (default: tinyattn's own source)
+    tinyattn sample --checkpoint PATH     sample from a trained run
+
+Bad usage (an unknown option, a missing file) prints a message and exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+PACKAGE_CORPUS = "<tinyattn source>"
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number, got {value}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of the ``tinyattn`` command.
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["train", "--task", "reverse", "--steps", "50"])
+    >>> args.task, args.steps, args.threads
+    ('reverse', 50, 1)
+    """
+    from .tasks import TASKS
+    from .train import TEXT_CONFIG, TrainConfig
+
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--threads", type=int, default=1, metavar="N",
+        help="numba threads for the kernels (default 1: the small models here run fastest "
+             "on one thread, especially on a busy CPU; 0 = numba's default)")
+    parser = argparse.ArgumentParser(
+        prog="tinyattn",
+        description="Study backpropagation through attention, and train small transformers.",
+    )
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    walk = commands.add_parser(
+        "walkthrough", parents=[common], help="derive attention's backward pass step by step",
+        description="Print the forward and backward pass of one attention head on the sentence "
+                    "'Your journey starts with one step': each gradient by hand, by autograd "
+                    "and by finite differences; then the composed vs the fused attention path.")
+    walk.add_argument("--seed", type=int, default=123, help="seed of the weights (default 123)")
+
+    check = commands.add_parser(
+        "gradcheck", parents=[common], help="check every op and layer's gradient",
+        description="Gradient-check every op and layer in float64 against central finite "
+                    "differences; exits with status 1 if any check fails.")
+
+    defaults = TrainConfig()
+    train = commands.add_parser(
+        "train", parents=[common], help="train a transformer on a task or a text",
+        description="Train a decoder-only transformer on a synthetic task (copy, reverse, "
+                    "sort) or as a character LM, writing model.npz, config.json, loss.png "
+                    "and attention.png to --out.")
+    data = train.add_mutually_exclusive_group(required=True)
+    data.add_argument("--task", choices=TASKS, help="a synthetic sequence task")
+    data.add_argument("--text", nargs="?", const=PACKAGE_CORPUS, metavar="FILE",
+                      help="a character LM on FILE (without FILE: tinyattn's own source code)")
+    train.add_argument("--steps", type=_positive_int, help=f"training steps (default "
+                       f"{defaults.steps} for tasks, {TEXT_CONFIG.steps} for text)")
+    train.add_argument("--batch-size", type=_positive_int, help=f"sequences per step (default "
+                       f"{defaults.batch_size} for tasks, {TEXT_CONFIG.batch_size} for text)")
+    train.add_argument("--lr", type=_positive_float, help="peak learning rate")
+    train.add_argument("--eval-every", type=_positive_int, help="steps between evaluations")
+    train.add_argument("--seed", type=int, default=0, help="seed of weights and data (0)")
+    train.add_argument("--length", type=_positive_int, default=8,
+                       help="task sequence length (default 8)")
+    train.add_argument("--embed-dim", type=_positive_int, help="model width (64 for tasks, "
+                       "128 for text)")
+    train.add_argument("--num-heads", type=_positive_int, help="attention heads (4)")
+    train.add_argument("--num-layers", type=_positive_int, help="transformer blocks (2)")
+    train.add_argument("--context-length", type=_positive_int, default=64,
+                       help="text window in characters (default 64)")
+    train.add_argument("--out", type=Path, help="output directory (default runs/<name>)")
+    train.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+    sample = commands.add_parser(
+        "sample", parents=[common], help="generate from a trained checkpoint",
+        description="Load a checkpoint written by 'tinyattn train' (with the config.json "
+                    "beside it) and generate: text for a character LM, the answer for a task.")
+    sample.add_argument("--checkpoint", type=Path, required=True, metavar="PATH",
+                        help="the model.npz of a training run")
+    sample.add_argument("--prompt", help="start text (char LM) or the task's input digits")
+    sample.add_argument("--max-new-tokens", type=_positive_int, default=200,
+                        help="characters to generate (char LM; default 200)")
+    sample.add_argument("--temperature", type=_positive_float, default=0.8,
+                        help="sampling temperature (default 0.8)")
+    sample.add_argument("--top-k", type=_positive_int, help="sample among the k likeliest")
+    sample.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    for sub in (walk, check, train, sample):
+        sub.set_defaults(command_parser=sub)
+    return parser
+
+
+def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .models import TransformerLMConfig
+    from .tasks import CharDataset, SequenceTask, package_corpus
+    from .train import TASK_MODEL, TEXT_CONFIG, TEXT_MODEL, TrainConfig, train_task, train_text
+
+    def model_config(defaults: dict, vocab_size: int, context_length: int) -> TransformerLMConfig:
+        sizes = {key: default if getattr(args, key) is None else getattr(args, key)
+                 for key, default in defaults.items()}
+        if sizes["embed_dim"] % sizes["num_heads"]:
+            parser.error(f"--embed-dim {sizes['embed_dim']} is not divisible by --num-heads "
+                         f"{sizes['num_heads']}")
+        return TransformerLMConfig(vocab_size, context_length, **sizes)
+
+    overrides = {key: value for key, value in (
+        ("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
+        ("eval_every", args.eval_every), ("seed", args.seed)) if value is not None}
+    if args.lr is not None:
+        overrides["min_lr"] = args.lr / 10
+    progress = not args.no_progress
+    if args.task is not None:
+        config = replace(TrainConfig(), **overrides)
+        out = args.out or Path("runs") / args.task
+        task = SequenceTask(args.task, length=args.length)
+        sizes = model_config(TASK_MODEL, task.vocab_size, task.context_length)
+        train_task(args.task, out, config, sizes, length=args.length, progress=progress)
+        return 0
+    if args.text == PACKAGE_CORPUS:
+        text, name = package_corpus(), "tinyattn-source"
+    else:
+        path = Path(args.text)
+        if not path.is_file():
+            parser.error(f"--text file {str(path)!r} does not exist")
+        text, name = path.read_text(encoding="utf-8", errors="replace"), path.stem
+    try:
+        dataset = CharDataset(text, context_length=args.context_length)
+    except ValueError as err:
+        parser.error(str(err))
+    config = replace(TEXT_CONFIG, **overrides)
+    sizes = model_config(TEXT_MODEL, dataset.vocab_size, dataset.context_length)
+    train_text(dataset, args.out or Path("runs") / name, config, sizes, progress=progress)
+    return 0
+
+
+def _parse_symbols(parser: argparse.ArgumentParser, prompt: str, task: dict) -> np.ndarray:
+    parts = prompt.split() if " " in prompt.strip() else list(prompt.strip())
+    if not all(p.isdigit() for p in parts) or len(parts) != task["length"] or any(
+            int(p) >= task["num_symbols"] for p in parts):
+        parser.error(f"the {task['name']} task needs --prompt of {task['length']} "
+                     f"symbols in 0..{task['num_symbols'] - 1} (e.g. '3 1 4 1 5 9 2 6'), got "
+                     f"{prompt!r}")
+    return np.array([[int(p) for p in parts]], dtype=np.int64)
+
+
+def _sample(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .random import manual_seed
+    from .tasks import SequenceTask
+    from .tensor import Tensor
+    from .train import greedy_answers, load_run
+
+    try:
+        model, config = load_run(args.checkpoint)
+    except FileNotFoundError as err:
+        parser.error(str(err))
+    except (ValueError, KeyError, TypeError) as err:
+        parser.error(f"cannot rebuild the model from {args.checkpoint}: {err}")
+    manual_seed(args.seed)
+    if config["kind"] == "task":
+        task = SequenceTask(**config["task"])
+        prompt = args.prompt
+        if prompt is None:
+            prompt = " ".join(str(d) for d in np.random.default_rng(args.seed).integers(
+                0, task.num_symbols, task.length))
+        symbols = _parse_symbols(parser, prompt, config["task"])
+        answer = greedy_answers(model, task, symbols)[0]
+        print(f"prompt:   {' '.join(map(str, symbols[0]))}")
+        print(f"answer:   {' '.join(map(str, answer))}")
+        print(f"expected: {' '.join(map(str, task.answer(symbols)[0]))}")
+        return 0
+    chars = config["chars"]
+    prompt = args.prompt if args.prompt is not None else "\n"
+    unknown = sorted(set(prompt) - set(chars))
+    if unknown or not prompt:
+        parser.error(f"the prompt must be non-empty and use the model's characters; "
+                     f"unknown: {unknown!r}")
+    ids = np.array([[chars.index(c) for c in prompt]], dtype=np.int64)
+    limit = config["model"]["context_length"]
+    tokens = model.generate(Tensor(ids[:, -limit:]), args.max_new_tokens,
+                            temperature=args.temperature, top_k=args.top_k)
+    print(prompt[: -limit] + "".join(chars[int(i)] for i in tokens.data[0]))
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``tinyattn`` command; returns the exit status.
+
+    Examples
+    --------
+    >>> main(["walkthrough"])  # doctest: +SKIP
+    >>> main(["train", "--task", "reverse", "--out", "runs/reverse"])  # doctest: +SKIP
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    parser = args.command_parser  # errors name the subcommand in their usage line
+    from .train import set_threads
+
+    try:
+        set_threads(args.threads)
+    except ValueError as err:
+        parser.error(f"--threads: {err}")
+    if args.command == "walkthrough":
+        from .walkthrough import TOLERANCE, run
+
+        errors = run(seed=args.seed)
+        return 0 if max(errors.values()) < TOLERANCE else 1
+    if args.command == "gradcheck":
+        from .checks import run
+
+        return 1 if run() else 0
+    if args.command == "train":
+        return _train(parser, args)
+    return _sample(parser, args)
