@@ -8,7 +8,7 @@
 (2, 2)
 """
 
-from . import functional, memory, models, nn, optim
+from . import functional, inspect, memory, models, nn, optim
 from . import functional as F
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
 from .gradcheck import GradcheckError, gradcheck
@@ -50,9 +50,9 @@ from .tensor import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "F", "functional", "memory", "models", "nn", "optim", "GradcheckError", "Tensor", "TransformerLM",
-    "arange", "bool_", "cat", "detect_anomaly", "enable_grad", "exp",
-    "float32", "float64", "full", "gradcheck", "int64", "is_grad_enabled", "log", "log_softmax",
-    "manual_seed", "matmul", "no_grad", "ones", "ones_like", "rand", "randn", "relu", "sigmoid",
-    "softmax", "sqrt", "stack", "tanh", "tensor", "tril", "triu", "where", "zeros", "zeros_like",
+    "F", "GradcheckError", "Tensor", "TransformerLM", "arange", "bool_", "cat", "detect_anomaly",
+    "enable_grad", "exp", "float32", "float64", "full", "functional", "gradcheck", "inspect",
+    "int64", "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "memory", "models",
+    "nn", "no_grad", "ones", "ones_like", "optim", "rand", "randn", "relu", "sigmoid", "softmax",
+    "sqrt", "stack", "tanh", "tensor", "tril", "triu", "where", "zeros", "zeros_like",
 ]
