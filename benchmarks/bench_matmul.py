@@ -66,6 +66,7 @@ def main() -> None:
         env = {**os.environ, "NUMBA_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
         os.execve(sys.executable, [sys.executable, *sys.argv], env)
     rng = np.random.default_rng(0)
+    load_before = os.getloadavg()[0]
 
     rows = []
     compile_s = {}
@@ -102,6 +103,8 @@ def main() -> None:
     lines.append("")
     lines.append("ratio = median over interleaved pairs of numpy time ÷ tinyattn time "
                  "(> 1: tinyattn faster).")
+    lines.append(f"1-minute load average: {load_before:.1f} before, "
+                 f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs).")
     table = "\n".join(lines)
     print(table)
     if args.out is not None:

@@ -13,7 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tinyattn.kernels.matmul import matmul, matmul_numpy
+from tinyattn.kernels import matmul as matmul_module
+from tinyattn.kernels.matmul import MR, matmul, matmul_numpy
 
 ROOT = Path(__file__).resolve().parents[2]
 DTYPES = [np.float32, np.float64]
@@ -76,6 +77,25 @@ def test_transposed_views_are_read_in_place(dtype, m, k, n):
     a, b = np.ascontiguousarray(a_t), np.ascontiguousarray(b_t)
     for left, right in [(a_t, b), (a, b_t), (a_t, b_t), (a_bt, b_bt), (a, b_bt), (a_bt, b)]:
         assert_matches_numpy(left, right)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_packed_path_handles_every_edge_tile(dtype, monkeypatch):
+    """Sizes around the micro-tile (MR rows, 16 or 8 columns) and k-block (256) boundaries.
+
+    ``_TINY_MACS = 0`` sends even the smallest of them through packing and the vector tile.
+    """
+    monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)
+    nr = 2 * 32 // np.dtype(dtype).itemsize
+    rng = np.random.default_rng(6)
+    for m in (MR, MR + 1, 2 * MR - 1, 13 * MR + 5):
+        for n in (1, nr - 1, nr, nr + 1, 8 * nr + 3):
+            for k in (1, 255, 257, 513):
+                a, b = random(rng, (m, k), dtype), random(rng, (k, n), dtype)
+                assert_matches_numpy(a, b)
+    a_t = random(rng, (300, 2, 19), dtype).transpose(1, 2, 0)  # (2, 19, 300), k strided
+    b_t = random(rng, (2, 37, 300), dtype).swapaxes(-1, -2)  # (2, 300, 37), columns strided
+    assert_matches_numpy(a_t, b_t)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -180,27 +200,42 @@ def test_hypothesis_shapes_match_numpy(batch_a, batch_b, m, k, n, transpose_a, t
         assert_matches_numpy(a, b)
 
 
-def test_kernel_stays_in_bounds_under_numba_boundscheck():
-    """Odd shapes and layouts with NUMBA_BOUNDSCHECK=1: any out-of-bounds index raises."""
+def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
+    """Odd shapes and layouts with NUMBA_BOUNDSCHECK=1: any out-of-bounds index raises.
+
+    A fresh NUMBA_CACHE_DIR makes the child compile with the checks on: the on-disk cache is
+    keyed by source and signature, not by the boundscheck flag. The child also checks that the
+    vector loads of the micro-tile are covered, by making one read past a row on purpose.
+    """
     script = textwrap.dedent(
         """
         import numpy as np
-        from tinyattn.kernels.matmul import matmul
+        from numba import njit
+        from tinyattn.kernels import matmul as mm
         rng = np.random.default_rng(0)
         cases = [((1, 1), (1, 1)), ((5, 3), (3, 7)), ((2, 1, 9, 20), (3, 20, 4)),
                  ((33, 17), (17, 65)), ((70, 130), (130, 40)), ((3, 41, 50), (50, 31)),
-                 ((21, 600), (600, 7))]
+                 ((21, 600), (600, 7)), ((13, 300), (300, 17))]
         for dtype in (np.float32, np.float64):
             for shape_a, shape_b in cases:
                 a = rng.standard_normal(shape_a).astype(dtype)
                 b = rng.standard_normal(shape_b).astype(dtype)
                 for left, right in [(a, b), (np.asfortranarray(a), np.asfortranarray(b))]:
-                    np.testing.assert_allclose(matmul(left, right), left @ right,
+                    np.testing.assert_allclose(mm.matmul(left, right), left @ right,
                                                rtol=1e-4, atol=1e-4)
-        print("ok")
+
+        @njit
+        def load_past_row_end(x):
+            return mm._vload(x, 0, 1)
+
+        try:
+            load_past_row_end(np.zeros((2, 8), np.float32))  # lanes 1..8 of an 8-wide row
+        except IndexError:
+            print("ok")
         """
     )
-    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "PYTHONPATH": str(ROOT),
+           "NUMBA_CACHE_DIR": str(tmp_path)}
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
