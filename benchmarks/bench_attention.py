@@ -27,10 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from timing import compare, machine_header  # noqa: E402
 
-from tinyattn.kernels.attention import (  # noqa: E402
-    attention_backward,
+from tinyattn.kernels.attention import attention_backward, attention_forward  # noqa: E402
+from tinyattn.kernels.attention_reference import (  # noqa: E402
     attention_backward_numpy,
-    attention_forward,
     attention_forward_numpy,
 )
 

@@ -1,4 +1,4 @@
-"""LayerNorm, GELU, cross-entropy, embedding and AdamW kernels at the W3 shapes, float32.
+"""LayerNorm, GELU, softmax, cross-entropy, embedding and AdamW kernels at the W3 shapes, float32.
 
 Each kernel (forward + backward, or one optimizer step) is timed against its plain-numpy twin
 and against PyTorch (2 threads, eager autograd / torch.optim) in interleaved pairs, after
@@ -20,7 +20,14 @@ from timing import compare, machine_header
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tinyattn.kernels import adamw, cross_entropy, embedding, gelu, layer_norm  # noqa: E402
+from tinyattn.kernels import (  # noqa: E402
+    adamw,
+    cross_entropy,
+    embedding,
+    gelu,
+    layer_norm,
+    softmax,
+)
 
 ROWS, D_MODEL, D_MLP, VOCAB = 16 * 64, 128, 512, 65
 RESULTS = Path(__file__).with_name("results_kernels.md")
@@ -50,23 +57,45 @@ def layer_norm_case(rng):
             torch_step)
 
 
-def gelu_case(rng):
+def gelu_case(rng, approximate="none"):
     x = rng.standard_normal((ROWS, D_MLP)).astype(np.float32)
     g = rng.standard_normal(x.shape).astype(np.float32)
 
     def run(forward, backward):
-        return lambda: (forward(x, "none"), backward(x, g, "none"))
+        return lambda: (forward(x, approximate), backward(x, g, approximate))
 
     tx = torch.tensor(x, requires_grad=True)
 
     def torch_step():
         tx.grad = None
-        y = torch.nn.functional.gelu(tx)
+        y = torch.nn.functional.gelu(tx, approximate=approximate)
         y.backward(torch.from_numpy(g))
         return y.detach().numpy(), tx.grad.numpy()
 
     return (run(gelu.gelu_forward, gelu.gelu_backward),
             run(gelu.gelu_forward_numpy, gelu.gelu_backward_numpy), torch_step)
+
+
+def softmax_case(rng, shape):
+    x = (rng.standard_normal(shape) * 2).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+
+    def run(forward, backward):
+        def step():
+            y = forward(x)
+            return y, backward(y, g)
+        return step
+
+    tx = torch.tensor(x, requires_grad=True)
+
+    def torch_step():
+        tx.grad = None
+        y = torch.softmax(tx, dim=-1)
+        y.backward(torch.from_numpy(g))
+        return y.detach().numpy(), tx.grad.numpy()
+
+    return (run(softmax.softmax_forward, softmax.softmax_backward),
+            run(softmax.softmax_forward_numpy, softmax.softmax_backward_numpy), torch_step)
 
 
 def cross_entropy_case(rng):
@@ -166,6 +195,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     cases = [("LayerNorm fwd+bwd (1024, 128)", layer_norm_case),
              ("GELU exact fwd+bwd (1024, 512)", gelu_case),
+             ("GELU tanh fwd+bwd (1024, 512)", lambda rng: gelu_case(rng, "tanh")),
+             ("softmax fwd+bwd (16, 4)", lambda rng: softmax_case(rng, (16, 4))),
+             ("softmax fwd+bwd (4096, 64)", lambda rng: softmax_case(rng, (4096, 64))),
              ("cross-entropy fwd+bwd (1024, 65)", cross_entropy_case),
              ("embedding fwd+bwd (16, 64) into (65, 128)", embedding_case),
              ("AdamW step, 30 arrays, 421,697 params", adamw_case)]

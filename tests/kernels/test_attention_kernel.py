@@ -12,12 +12,10 @@ import numpy as np
 import pytest
 
 from tinyattn.kernels import attention
-from tinyattn.kernels.attention import (
-    attention_backward,
+from tinyattn.kernels.attention import attention_backward, attention_forward, attention_weights
+from tinyattn.kernels.attention_reference import (
     attention_backward_numpy,
-    attention_forward,
     attention_forward_numpy,
-    attention_weights,
     attention_weights_numpy,
 )
 from tinyattn.kernels.counter_rng import dropout_keep_mask
@@ -223,6 +221,25 @@ def test_results_are_bitwise_identical_across_runs_and_thread_counts():
         assert np.array_equal(a, b, equal_nan=True) and np.array_equal(a, c, equal_nan=True)
 
 
+@pytest.mark.parametrize("dropout_p", [0.0, 0.3])
+def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
+    q, k, v, dout = _inputs(2, 3, 40, 33, 8, 5, np.float32)
+    bias = np.random.default_rng(8).standard_normal((2, 1, 40, 33)).astype(np.float32)
+    out, lse = attention_forward(q, k, v, bias=bias, is_causal=True, dropout_p=dropout_p, seed=4)
+    options = (bias, True, True, 0.25, dropout_p, np.uint64(4), BQ, BK)
+    results = []
+    for parallel in (False, True):
+        forward = np.empty_like(out), np.empty_like(lse)
+        attention._attention_forward_kernel(q, k, v, *options, *forward, parallel)
+        grads = np.empty_like(q), np.empty_like(k), np.empty_like(v)
+        attention._attention_backward_kernel(q, k, v, out, lse, dout, *options, *grads, parallel)
+        results.append((*forward, *grads))
+    for serial, threaded in zip(*results, strict=True):
+        np.testing.assert_array_equal(serial, threaded)
+    assert not attention._parallel(q[:1, :1], k[:1, :1], 5)
+    assert attention._parallel(np.empty((16, 4, 64, 32)), np.empty((16, 4, 64, 32)), 32)
+
+
 def test_non_contiguous_inputs_are_accepted():
     q, k, v, dout = _inputs(2, 4, 8, 8, 4, 4, np.float64)
     q_view = np.swapaxes(np.ascontiguousarray(np.swapaxes(q, 1, 2)), 1, 2)  # (B, H, T, D)
@@ -262,6 +279,7 @@ def test_kernels_pass_under_numba_boundscheck():
         import numpy as np
         assert numba.config.BOUNDSCHECK
         from tinyattn.kernels import attention as at
+        from tinyattn.kernels import attention_reference as ref
         rng = np.random.default_rng(0)
         B, H, T, S, D, Dv = 2, 2, at._BLOCK_Q + 1, at._BLOCK_K + 3, 3, 2
         q, k = rng.standard_normal((B, H, T, D)), rng.standard_normal((B, H, S, D))
@@ -272,12 +290,12 @@ def test_kernels_pass_under_numba_boundscheck():
             out, lse = at.attention_forward(q, k, v, **opts)
             grads = at.attention_backward(q, k, v, out, lse, g, **opts)
             weights = at.attention_weights(q, k, lse, **opts)
-            ref_out, ref_lse = at.attention_forward_numpy(q, k, v, **opts)
-            ref = at.attention_backward_numpy(q, k, v, ref_out, ref_lse, g, **opts)
+            ref_out, ref_lse = ref.attention_forward_numpy(q, k, v, **opts)
+            ref_grads = ref.attention_backward_numpy(q, k, v, ref_out, ref_lse, g, **opts)
             np.testing.assert_allclose(out, ref_out, atol=1e-10)
-            np.testing.assert_allclose(weights, at.attention_weights_numpy(q, k, **opts),
+            np.testing.assert_allclose(weights, ref.attention_weights_numpy(q, k, **opts),
                                        atol=1e-10)
-            for a, b in zip(grads, ref):
+            for a, b in zip(grads, ref_grads):
                 np.testing.assert_allclose(a, b, atol=1e-10)
         print("ok")
         """

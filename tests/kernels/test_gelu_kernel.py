@@ -8,6 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_helpers import DTYPES, assert_vjp_matches_central_difference
 
+from tinyattn.kernels import gelu
 from tinyattn.kernels.gelu import (
     gelu_backward,
     gelu_backward_numpy,
@@ -66,6 +67,43 @@ def test_gelu_float32_erf_is_accurate_on_a_dense_grid():
     exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])
     y = gelu_forward(x.astype(np.float32), "none").astype(np.float64)
     assert np.abs(y - exact).max() < 4 * np.finfo(np.float32).eps * 8
+
+
+def _exact_gelu_and_slope(x):
+    """y = x Φ(x) and Φ(x) + x φ(x) in float64, Φ from libm's erfc (accurate in the tails)."""
+    cdf = 0.5 * np.array([math.erfc(-v / math.sqrt(2)) for v in x])
+    return x * cdf, cdf + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+
+
+@pytest.mark.parametrize("dtype, low, rtol", [(np.float32, -13.0, 1e-7), (np.float64, -6.0, 1e-14),
+                                              (np.float64, -37.0, 1e-12)])
+def test_exact_gelu_keeps_its_relative_accuracy_in_the_negative_tail(dtype, low, rtol):
+    x = np.linspace(low, 6.0, 30001).astype(dtype)
+    y_exact, slope_exact = _exact_gelu_and_slope(x.astype(np.float64))
+    y = gelu_forward(x).astype(np.float64)
+    slope = gelu_backward(x, np.ones_like(x)).astype(np.float64)
+    # 1 + erf(x/√2) would lose every digit here: Φ(−13) ≈ 6e-39, Φ(−37) ≈ 6e-300
+    np.testing.assert_allclose(y, y_exact, rtol=rtol, atol=0)
+    # the slope crosses zero near x = −0.75, so its error is measured against max(1, |slope|)
+    assert (np.abs(slope - slope_exact) <= rtol * np.maximum(1.0, np.abs(slope_exact))).all()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+@pytest.mark.parametrize("backward", [False, True])
+def test_serial_and_parallel_paths_agree_bitwise(dtype, approximate, backward):
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal(3 * gelu._CHUNK + 5) * 3).astype(dtype)
+    grad = rng.standard_normal(x.shape).astype(dtype)
+    outputs = []
+    for parallel in (False, True):
+        out = np.empty_like(x)
+        gelu._gelu_kernel(x, grad, out, backward, approximate == "none", parallel)
+        outputs.append(out)
+    np.testing.assert_array_equal(outputs[0], outputs[1])
+    want = gelu_backward_numpy(x, grad, approximate) if backward else gelu_forward_numpy(
+        x, approximate)
+    np.testing.assert_allclose(outputs[0], want, rtol=TOL[dtype], atol=TOL[dtype])
 
 
 @pytest.mark.parametrize("approximate", APPROXIMATIONS)

@@ -14,6 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from numba import njit
 
+from tinyattn.kernels import softmax as softmax_module
 from tinyattn.kernels.softmax import (
     fast_exp,
     log_softmax_backward,
@@ -124,6 +125,43 @@ def test_exp_float32_is_within_two_ulp_and_keeps_special_values():
     ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
     assert (np.abs(y[:-4] - exact) <= 2 * ulp).all()
     assert y[-4] == 0 and y[-3] == 0 and y[-2] == np.inf and np.isnan(y[-1])
+
+
+def test_exp_float64_is_within_two_ulp_and_keeps_special_values():
+    @njit
+    def exp_all(values, out):
+        for i in range(values.size):
+            out[i] = fast_exp(values[i])
+
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.linspace(-708, 709, 100_001), rng.uniform(-1, 1, 10_000),
+                        [-709.0, -1e4, -np.inf, np.inf, np.nan]])
+    y = np.empty_like(x)
+    exp_all(x, y)
+    exact = np.exp(x[:-5])  # correctly rounded to within an ulp
+    assert (np.abs(y[:-5] - exact) <= 2 * np.spacing(exact)).all()
+    assert y[-5] == 0 and y[-4] == 0 and y[-3] == 0 and y[-2] == np.inf and np.isnan(y[-1])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_serial_and_parallel_paths_agree_bitwise(dtype):
+    rng = np.random.default_rng(4)
+    x = (3 * rng.standard_normal((37, 129))).astype(dtype)
+    x[5] = -np.inf
+    grad = rng.standard_normal(x.shape).astype(dtype)
+    y = softmax_forward(x)
+    ly = log_softmax_forward(x)
+    kernels = [(softmax_module._softmax_forward_kernel, (x,)),
+               (softmax_module._softmax_backward_kernel, (y, grad)),
+               (softmax_module._log_softmax_forward_kernel, (x,)),
+               (softmax_module._log_softmax_backward_kernel, (ly, grad))]
+    for kernel, inputs in kernels:
+        serial, parallel = np.empty_like(x), np.empty_like(x)
+        kernel(*inputs, serial, False)
+        kernel(*inputs, parallel, True)
+        np.testing.assert_array_equal(serial, parallel)
+    assert not softmax_module._parallel(x)
+    assert softmax_module._parallel(np.empty((2, softmax_module._PARALLEL_MIN_ELEMENTS // 2)))
 
 
 def test_bad_inputs_raise_naming_the_function():

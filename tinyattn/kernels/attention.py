@@ -32,7 +32,8 @@ A fully masked query row (every ``s_ij = −inf``) has ``l = 0``: its output is 
 ``lse = −inf``, its recomputed weights are zero and so are the gradients flowing through it —
 never NaN (PyTorch's math path returns NaN there).
 
-Layout and parallelism. Every kernel runs ``prange`` over the ``B·H`` heads; a head computes
+Layout and parallelism. Every kernel runs ``prange`` over the ``B·H`` heads (a plain loop
+when the work is under ``_PARALLEL_MIN_WORK`` multiply-adds); a head computes
 all of its outputs (including the ``dq`` of every key block) sequentially, so nothing is shared
 between threads and results are bitwise identical run to run and for any thread count. Inside a
 head, blocks are held transposed (keys × queries) so that every inner loop — the five block
@@ -47,12 +48,20 @@ import math
 import numpy as np
 from numba import njit, prange
 
-from .counter_rng import dropout_keep_mask_numpy, fold_key, state_to_uniform
+from .attention_reference import (  # noqa: F401  (the twins, also reachable from here)
+    attention_backward_numpy,
+    attention_forward_numpy,
+    attention_weights_numpy,
+)
+from .counter_rng import fold_key, state_to_uniform
 from .softmax import fast_exp
 
 # Queries per block (the contiguous, vectorised axis) and keys per block.
 _BLOCK_Q = 256
 _BLOCK_K = 64
+# Below this many multiply-adds (B·H·T·S·(D + Dv)) the heads run serially: waking the thread
+# pool then costs more than the work.
+_PARALLEL_MIN_WORK = 2**21
 
 
 @njit(cache=True)
@@ -143,195 +152,243 @@ def _apply_dropout_block(st, lo, head_state, p, keep_scale, i0, nq, j0, nk):
                 st[jj, ii] = 0.0
 
 
-@njit(cache=True, parallel=True)
-def _attention_forward_kernel(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed,
-                              block_q, block_k, out, lse):
+@njit(cache=True)
+def _forward_head(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed, block_q, block_k,
+                  out, lse, bh):
+    """Forward of head ``bh`` (flattened batch × head index) into ``out`` and ``lse``."""
     n_batch, n_heads, n_queries, d_head = q.shape
     n_keys = k.shape[2]
     d_value = v.shape[3]
     dtype = q.dtype.type
     scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    for bh in prange(n_batch * n_heads):
-        b = bh // n_heads
-        h = bh % n_heads
-        head_state = fold_key(fold_key(seed, b), h)
-        k_head = k[b, h]  # (S, D)
-        v_head = v[b, h]  # (S, Dv)
-        q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-        _transpose_into(q_t, q[b, h])
-        st = np.empty((block_k, block_q), q.dtype)  # scores, then weights: (keys, queries)
-        acc_t = np.empty((d_value, block_q), q.dtype)  # Σ e^(s−m) z v, transposed: (Dv, queries)
-        run_max = np.empty(block_q, q.dtype)  # m
-        run_sum = np.empty(block_q, q.dtype)  # l
-        new_max = np.empty(block_q, q.dtype)  # m'
-        shift = np.empty(block_q, q.dtype)  # m', or 0 while the row is all −inf
-        alpha = np.empty(block_q, q.dtype)  # e^(m − m')
-        for i0 in range(0, n_queries, block_q):
-            nq = min(block_q, n_queries - i0)
-            acc_t[:, :nq] = 0.0
-            run_max[:nq] = -np.inf
-            run_sum[:nq] = 0.0
-            key_stop = min(n_keys, i0 + nq) if is_causal else n_keys
-            for j0 in range(0, key_stop, block_k):
-                nk = min(block_k, key_stop - j0)
-                # causal: the queries before j0 see none of these keys; skip their columns
-                lo = max(0, j0 - i0) if is_causal else 0
-                _scores_block(st, lo, q_t, k_head, bias, has_bias, is_causal, scale_t, b, h,
-                              i0, nq, j0, nk)
-                # 1-D views of the active columns, so that the loops below vectorise
-                n_cols = nq - lo
-                block_max, block_shift, block_alpha = new_max[lo:nq], shift[lo:nq], alpha[lo:nq]
-                block_run_max, block_run_sum = run_max[lo:nq], run_sum[lo:nq]
-                block_max[:] = block_run_max
-                for jj in range(nk):
-                    row = st[jj, lo:nq]
-                    for x in range(n_cols):
-                        if row[x] > block_max[x]:
-                            block_max[x] = row[x]
+    b = bh // n_heads
+    h = bh % n_heads
+    head_state = fold_key(fold_key(seed, b), h)
+    k_head = k[b, h]  # (S, D)
+    v_head = v[b, h]  # (S, Dv)
+    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
+    _transpose_into(q_t, q[b, h])
+    st = np.empty((block_k, block_q), q.dtype)  # scores, then weights: (keys, queries)
+    acc_t = np.empty((d_value, block_q), q.dtype)  # Σ e^(s−m) z v, transposed: (Dv, queries)
+    run_max = np.empty(block_q, q.dtype)  # m
+    run_sum = np.empty(block_q, q.dtype)  # l
+    new_max = np.empty(block_q, q.dtype)  # m'
+    shift = np.empty(block_q, q.dtype)  # m', or 0 while the row is all −inf
+    alpha = np.empty(block_q, q.dtype)  # e^(m − m')
+    for i0 in range(0, n_queries, block_q):
+        nq = min(block_q, n_queries - i0)
+        acc_t[:, :nq] = 0.0
+        run_max[:nq] = -np.inf
+        run_sum[:nq] = 0.0
+        key_stop = min(n_keys, i0 + nq) if is_causal else n_keys
+        for j0 in range(0, key_stop, block_k):
+            nk = min(block_k, key_stop - j0)
+            # causal: the queries before j0 see none of these keys; skip their columns
+            lo = max(0, j0 - i0) if is_causal else 0
+            _scores_block(st, lo, q_t, k_head, bias, has_bias, is_causal, scale_t, b, h,
+                          i0, nq, j0, nk)
+            # 1-D views of the active columns, so that the loops below vectorise
+            n_cols = nq - lo
+            block_max, block_shift, block_alpha = new_max[lo:nq], shift[lo:nq], alpha[lo:nq]
+            block_run_max, block_run_sum = run_max[lo:nq], run_sum[lo:nq]
+            block_max[:] = block_run_max
+            for jj in range(nk):
+                row = st[jj, lo:nq]
                 for x in range(n_cols):
-                    block_shift[x] = block_max[x] if block_max[x] > -np.inf else 0.0
-                    block_alpha[x] = fast_exp(block_run_max[x] - block_shift[x])
-                    block_run_max[x] = block_max[x]
-                    block_run_sum[x] *= block_alpha[x]
-                for jj in range(nk):
-                    row = st[jj, lo:nq]
-                    for x in range(n_cols):
-                        weight = fast_exp(row[x] - block_shift[x])
-                        row[x] = weight
-                        block_run_sum[x] += weight
-                if dropout_p > 0.0:
-                    _apply_dropout_block(st, lo, head_state, dropout_p, keep_scale, i0, nq, j0,
-                                         nk)
+                    if row[x] > block_max[x]:
+                        block_max[x] = row[x]
+            for x in range(n_cols):
+                block_shift[x] = block_max[x] if block_max[x] > -np.inf else 0.0
+                block_alpha[x] = fast_exp(block_run_max[x] - block_shift[x])
+                block_run_max[x] = block_max[x]
+                block_run_sum[x] *= block_alpha[x]
+            for jj in range(nk):
+                row = st[jj, lo:nq]
+                for x in range(n_cols):
+                    weight = fast_exp(row[x] - block_shift[x])
+                    row[x] = weight
+                    block_run_sum[x] += weight
+            if dropout_p > 0.0:
+                _apply_dropout_block(st, lo, head_state, dropout_p, keep_scale, i0, nq, j0,
+                                     nk)
+            for e in range(d_value):
+                acc_row = acc_t[e, lo:nq]
+                for x in range(n_cols):
+                    acc_row[x] *= block_alpha[x]
+            _matmul_accumulate(acc_t, v_head[j0 : j0 + nk].T, st, lo, lo, n_cols)
+        for ii in range(nq):
+            i = i0 + ii
+            if run_sum[ii] > 0.0:
+                inv_sum = dtype(1.0) / run_sum[ii]
                 for e in range(d_value):
-                    acc_row = acc_t[e, lo:nq]
-                    for x in range(n_cols):
-                        acc_row[x] *= block_alpha[x]
-                _matmul_accumulate(acc_t, v_head[j0 : j0 + nk].T, st, lo, lo, n_cols)
-            for ii in range(nq):
-                i = i0 + ii
-                if run_sum[ii] > 0.0:
-                    inv_sum = dtype(1.0) / run_sum[ii]
-                    for e in range(d_value):
-                        out[b, h, i, e] = acc_t[e, ii] * inv_sum
-                    lse[b, h, i] = run_max[ii] + math.log(run_sum[ii])
-                else:
-                    out[b, h, i, :] = 0.0
-                    lse[b, h, i] = -np.inf
+                    out[b, h, i, e] = acc_t[e, ii] * inv_sum
+                lse[b, h, i] = run_max[ii] + math.log(run_sum[ii])
+            else:
+                out[b, h, i, :] = 0.0
+                lse[b, h, i] = -np.inf
+
+
+@njit(cache=True, parallel=True)
+def _attention_forward_kernel(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed,
+                              block_q, block_k, out, lse, parallel):
+    n_heads_total = q.shape[0] * q.shape[1]
+    if parallel:
+        for bh in prange(n_heads_total):
+            _forward_head(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
+                          block_k, out, lse, bh)
+    else:
+        for bh in range(n_heads_total):
+            _forward_head(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
+                          block_k, out, lse, bh)
+
+
+@njit(cache=True)
+def _backward_head(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale, dropout_p, seed,
+                   block_q, block_k, dq, dk, dv, bh):
+    """Backward of head ``bh`` into ``dq``, ``dk``, ``dv``."""
+    n_batch, n_heads, n_queries, d_head = q.shape
+    n_keys = k.shape[2]
+    d_value = v.shape[3]
+    dtype = q.dtype.type
+    scale_t = dtype(scale)
+    keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
+    b = bh // n_heads
+    h = bh % n_heads
+    head_state = fold_key(fold_key(seed, b), h)
+    q_head = q[b, h]  # (T, D)
+    k_head = k[b, h]  # (S, D)
+    v_head = v[b, h]  # (S, Dv)
+    dout_head = dout[b, h]  # (T, Dv)
+    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
+    _transpose_into(q_t, q_head)
+    dout_t = np.empty((d_value, n_queries), q.dtype)  # (Dv, T)
+    _transpose_into(dout_t, dout_head)
+    dq_t = np.zeros((d_head, n_queries), q.dtype)  # (D, T)
+    # δ_i = dO_i · O_i, and the lse to subtract (+inf for fully masked rows: weight 0)
+    delta = np.empty(n_queries, q.dtype)
+    lse_safe = np.empty(n_queries, q.dtype)
+    for i in range(n_queries):
+        total = 0.0
+        for e in range(d_value):
+            total += dout_head[i, e] * out[b, h, i, e]
+        delta[i] = total
+        lse_safe[i] = lse[b, h, i] if lse[b, h, i] > -np.inf else np.inf
+    st = np.empty((block_k, block_q), q.dtype)  # scores, then weights p: (keys, queries)
+    dpt = np.empty((block_k, block_q), q.dtype)  # dL/dp, then dL/ds: (keys, queries)
+    p_kept = np.empty((block_k, block_q), q.dtype)  # p ⊙ z: (keys, queries)
+    dk_block = np.empty((block_k, d_head), q.dtype)
+    dv_block = np.empty((block_k, d_value), q.dtype)
+    for j0 in range(0, n_keys, block_k):
+        nk = min(block_k, n_keys - j0)
+        dk_block[:nk] = 0.0
+        dv_block[:nk] = 0.0
+        # with a causal mask only queries i >= j0 see this key block
+        query_start = j0 if is_causal else 0
+        for i0 in range(query_start, n_queries, block_q):
+            nq = min(block_q, n_queries - i0)
+            _scores_block(st, 0, q_t, k_head, bias, has_bias, is_causal, scale_t, b, h,
+                          i0, nq, j0, nk)
+            block_lse = lse_safe[i0 : i0 + nq]
+            block_delta = delta[i0 : i0 + nq]
+            for jj in range(nk):
+                row = st[jj, :nq]
+                for x in range(nq):
+                    row[x] = fast_exp(row[x] - block_lse[x])
+            dpt[:nk, :nq] = 0.0
+            _matmul_accumulate(dpt, v_head[j0 : j0 + nk], dout_t, 0, i0, nq)
+            if dropout_p > 0.0:
+                p_kept[:nk, :nq] = st[:nk, :nq]
+                _apply_dropout_block(p_kept, 0, head_state, dropout_p, keep_scale,
+                                     i0, nq, j0, nk)
+                _apply_dropout_block(dpt, 0, head_state, dropout_p, keep_scale,
+                                     i0, nq, j0, nk)
+                _matmul_accumulate(dv_block, p_kept[:nk, :nq], dout_head[i0 : i0 + nq],
+                                   0, 0, d_value)
+            else:
+                _matmul_accumulate(dv_block, st[:nk, :nq], dout_head[i0 : i0 + nq],
+                                   0, 0, d_value)
+            for jj in range(nk):
+                p_row, dp_row = st[jj, :nq], dpt[jj, :nq]
+                for x in range(nq):
+                    dp_row[x] = p_row[x] * (dp_row[x] - block_delta[x])
+            _matmul_accumulate(dk_block, dpt[:nk, :nq], q_head[i0 : i0 + nq], 0, 0, d_head)
+            _matmul_accumulate(dq_t, k_head[j0 : j0 + nk].T, dpt, i0, 0, nq)
+        for jj in range(nk):
+            for d in range(d_head):
+                dk[b, h, j0 + jj, d] = scale_t * dk_block[jj, d]
+            for e in range(d_value):
+                dv[b, h, j0 + jj, e] = dv_block[jj, e]
+    for i in range(n_queries):
+        for d in range(d_head):
+            dq[b, h, i, d] = scale_t * dq_t[d, i]
 
 
 @njit(cache=True, parallel=True)
 def _attention_backward_kernel(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale,
-                               dropout_p, seed, block_q, block_k, dq, dk, dv):
+                               dropout_p, seed, block_q, block_k, dq, dk, dv, parallel):
+    n_heads_total = q.shape[0] * q.shape[1]
+    if parallel:
+        for bh in prange(n_heads_total):
+            _backward_head(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale, dropout_p,
+                           seed, block_q, block_k, dq, dk, dv, bh)
+    else:
+        for bh in range(n_heads_total):
+            _backward_head(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale, dropout_p,
+                           seed, block_q, block_k, dq, dk, dv, bh)
+
+
+@njit(cache=True)
+def _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q, block_k,
+                  weights, bh):
+    """Weights ``p ⊙ z`` of head ``bh``."""
     n_batch, n_heads, n_queries, d_head = q.shape
     n_keys = k.shape[2]
-    d_value = v.shape[3]
     dtype = q.dtype.type
     scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    for bh in prange(n_batch * n_heads):
-        b = bh // n_heads
-        h = bh % n_heads
-        head_state = fold_key(fold_key(seed, b), h)
-        q_head = q[b, h]  # (T, D)
-        k_head = k[b, h]  # (S, D)
-        v_head = v[b, h]  # (S, Dv)
-        dout_head = dout[b, h]  # (T, Dv)
-        q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-        _transpose_into(q_t, q_head)
-        dout_t = np.empty((d_value, n_queries), q.dtype)  # (Dv, T)
-        _transpose_into(dout_t, dout_head)
-        dq_t = np.zeros((d_head, n_queries), q.dtype)  # (D, T)
-        # δ_i = dO_i · O_i, and the lse to subtract (+inf for fully masked rows: weight 0)
-        delta = np.empty(n_queries, q.dtype)
-        lse_safe = np.empty(n_queries, q.dtype)
-        for i in range(n_queries):
-            total = 0.0
-            for e in range(d_value):
-                total += dout_head[i, e] * out[b, h, i, e]
-            delta[i] = total
-            lse_safe[i] = lse[b, h, i] if lse[b, h, i] > -np.inf else np.inf
-        st = np.empty((block_k, block_q), q.dtype)  # scores, then weights p: (keys, queries)
-        dpt = np.empty((block_k, block_q), q.dtype)  # dL/dp, then dL/ds: (keys, queries)
-        p_kept = np.empty((block_k, block_q), q.dtype)  # p ⊙ z: (keys, queries)
-        dk_block = np.empty((block_k, d_head), q.dtype)
-        dv_block = np.empty((block_k, d_value), q.dtype)
+    b = bh // n_heads
+    h = bh % n_heads
+    head_state = fold_key(fold_key(seed, b), h)
+    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
+    _transpose_into(q_t, q[b, h])
+    st = np.empty((block_k, block_q), q.dtype)  # (keys, queries)
+    for i0 in range(0, n_queries, block_q):
+        nq = min(block_q, n_queries - i0)
         for j0 in range(0, n_keys, block_k):
             nk = min(block_k, n_keys - j0)
-            dk_block[:nk] = 0.0
-            dv_block[:nk] = 0.0
-            # with a causal mask only queries i >= j0 see this key block
-            query_start = j0 if is_causal else 0
-            for i0 in range(query_start, n_queries, block_q):
-                nq = min(block_q, n_queries - i0)
-                _scores_block(st, 0, q_t, k_head, bias, has_bias, is_causal, scale_t, b, h,
-                              i0, nq, j0, nk)
-                block_lse = lse_safe[i0 : i0 + nq]
-                block_delta = delta[i0 : i0 + nq]
-                for jj in range(nk):
-                    row = st[jj, :nq]
-                    for x in range(nq):
-                        row[x] = fast_exp(row[x] - block_lse[x])
-                dpt[:nk, :nq] = 0.0
-                _matmul_accumulate(dpt, v_head[j0 : j0 + nk], dout_t, 0, i0, nq)
-                if dropout_p > 0.0:
-                    p_kept[:nk, :nq] = st[:nk, :nq]
-                    _apply_dropout_block(p_kept, 0, head_state, dropout_p, keep_scale,
-                                         i0, nq, j0, nk)
-                    _apply_dropout_block(dpt, 0, head_state, dropout_p, keep_scale,
-                                         i0, nq, j0, nk)
-                    _matmul_accumulate(dv_block, p_kept[:nk, :nq], dout_head[i0 : i0 + nq],
-                                       0, 0, d_value)
-                else:
-                    _matmul_accumulate(dv_block, st[:nk, :nq], dout_head[i0 : i0 + nq],
-                                       0, 0, d_value)
-                for jj in range(nk):
-                    p_row, dp_row = st[jj, :nq], dpt[jj, :nq]
-                    for x in range(nq):
-                        dp_row[x] = p_row[x] * (dp_row[x] - block_delta[x])
-                _matmul_accumulate(dk_block, dpt[:nk, :nq], q_head[i0 : i0 + nq], 0, 0, d_head)
-                _matmul_accumulate(dq_t, k_head[j0 : j0 + nk].T, dpt, i0, 0, nq)
+            _scores_block(st, 0, q_t, k[b, h], bias, has_bias, is_causal, scale_t, b, h,
+                          i0, nq, j0, nk)
             for jj in range(nk):
-                for d in range(d_head):
-                    dk[b, h, j0 + jj, d] = scale_t * dk_block[jj, d]
-                for e in range(d_value):
-                    dv[b, h, j0 + jj, e] = dv_block[jj, e]
-        for i in range(n_queries):
-            for d in range(d_head):
-                dq[b, h, i, d] = scale_t * dq_t[d, i]
+                for ii in range(nq):
+                    lse_i = lse[b, h, i0 + ii]
+                    st[jj, ii] = fast_exp(st[jj, ii] - lse_i) if lse_i > -np.inf else 0.0
+            if dropout_p > 0.0:
+                _apply_dropout_block(st, 0, head_state, dropout_p, keep_scale, i0, nq, j0,
+                                     nk)
+            for ii in range(nq):
+                for jj in range(nk):
+                    weights[b, h, i0 + ii, j0 + jj] = st[jj, ii]
 
 
 @njit(cache=True, parallel=True)
 def _attention_weights_kernel(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed,
-                              block_q, block_k, weights):
-    n_batch, n_heads, n_queries, d_head = q.shape
-    n_keys = k.shape[2]
-    dtype = q.dtype.type
-    scale_t = dtype(scale)
-    keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    for bh in prange(n_batch * n_heads):
-        b = bh // n_heads
-        h = bh % n_heads
-        head_state = fold_key(fold_key(seed, b), h)
-        q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-        _transpose_into(q_t, q[b, h])
-        st = np.empty((block_k, block_q), q.dtype)  # (keys, queries)
-        for i0 in range(0, n_queries, block_q):
-            nq = min(block_q, n_queries - i0)
-            for j0 in range(0, n_keys, block_k):
-                nk = min(block_k, n_keys - j0)
-                _scores_block(st, 0, q_t, k[b, h], bias, has_bias, is_causal, scale_t, b, h,
-                              i0, nq, j0, nk)
-                for jj in range(nk):
-                    for ii in range(nq):
-                        lse_i = lse[b, h, i0 + ii]
-                        st[jj, ii] = fast_exp(st[jj, ii] - lse_i) if lse_i > -np.inf else 0.0
-                if dropout_p > 0.0:
-                    _apply_dropout_block(st, 0, head_state, dropout_p, keep_scale, i0, nq, j0,
-                                         nk)
-                for ii in range(nq):
-                    for jj in range(nk):
-                        weights[b, h, i0 + ii, j0 + jj] = st[jj, ii]
+                              block_q, block_k, weights, parallel):
+    n_heads_total = q.shape[0] * q.shape[1]
+    if parallel:
+        for bh in prange(n_heads_total):
+            _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
+                          block_k, weights, bh)
+    else:
+        for bh in range(n_heads_total):
+            _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
+                          block_k, weights, bh)
+
+
+def _parallel(q: np.ndarray, k: np.ndarray, d_value: int) -> bool:
+    """Whether to spread the heads over threads: several heads and enough multiply-adds."""
+    B, H, T, D = q.shape
+    return B * H > 1 and B * H * T * k.shape[2] * (D + d_value) >= _PARALLEL_MIN_WORK
 
 
 def _check_float_array(name: str, label: str, x: np.ndarray, ndim: int) -> None:
@@ -435,7 +492,7 @@ def attention_forward(
     out = np.empty((B, H, T, v.shape[3]), q.dtype)
     lse = np.empty((B, H, T), q.dtype)
     _attention_forward_kernel(q, k, v, bias_arr, has_bias, bool(is_causal), scale, dropout_p,
-                              seed, _BLOCK_Q, _BLOCK_K, out, lse)
+                              seed, _BLOCK_Q, _BLOCK_K, out, lse, _parallel(q, k, v.shape[3]))
     return out, lse
 
 
@@ -474,7 +531,8 @@ def attention_backward(
     out, lse, dout = (np.ascontiguousarray(x) for x in (out, lse, dout))
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     _attention_backward_kernel(q, k, v, out, lse, dout, bias_arr, has_bias, bool(is_causal),
-                               scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K, dq, dk, dv)
+                               scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K, dq, dk, dv,
+                               _parallel(q, k, v.shape[3]))
     return dq, dk, dv
 
 
@@ -505,64 +563,5 @@ def attention_weights(
     weights = np.empty((B, H, T, k.shape[2]), q.dtype)
     _attention_weights_kernel(q, k, np.ascontiguousarray(lse), bias_arr, has_bias,
                               bool(is_causal), scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K,
-                              weights)
+                              weights, _parallel(q, k, 0))
     return weights
-
-
-def _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed):
-    """Materialised ``(p, z, lse)`` of the plain-numpy twins."""
-    B, H, T, D = q.shape
-    S = k.shape[2]
-    if scale is None:
-        scale = 1.0 / math.sqrt(D) if D > 0 else 1.0
-    scores = q.dtype.type(scale) * (q @ np.swapaxes(k, -1, -2))  # (B, H, T, S)
-    if bias is not None:
-        scores = scores + bias.astype(q.dtype)
-    if is_causal:
-        scores = np.where(np.tril(np.ones((T, S), dtype=bool)), scores, q.dtype.type(-np.inf))
-    row_max = scores.max(axis=-1, keepdims=True) if S else np.full((B, H, T, 1), -np.inf)
-    masked = np.isneginf(row_max)
-    shifted = np.exp(scores - np.where(masked, 0, row_max).astype(q.dtype))
-    row_sum = shifted.sum(axis=-1, keepdims=True)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        p = np.where(masked, q.dtype.type(0), shifted / row_sum)
-        lse = np.where(masked, -np.inf, row_max + np.log(row_sum))[..., 0].astype(q.dtype)
-    if dropout_p > 0:
-        keep = dropout_keep_mask_numpy(seed, B, H, T, S, dropout_p)
-        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1 else 0.0
-        z = np.where(keep, q.dtype.type(keep_scale), q.dtype.type(0))
-    else:
-        z = np.ones_like(p)
-    return p, z, lse
-
-
-def attention_weights_numpy(q, k, bias=None, is_causal=False, scale=None, dropout_p=0.0,
-                            seed=0) -> np.ndarray:
-    """Plain-numpy twin of :func:`attention_weights` (needs no ``lse``)."""
-    p, z, _ = _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed)
-    return p * z
-
-
-def attention_forward_numpy(q, k, v, bias=None, is_causal=False, scale=None, dropout_p=0.0,
-                            seed=0) -> tuple[np.ndarray, np.ndarray]:
-    """Plain-numpy twin of :func:`attention_forward`, materialising the ``(B, H, T, S)`` weights."""
-    p, z, lse = _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed)
-    return (p * z) @ v, lse
-
-
-def attention_backward_numpy(q, k, v, out, lse, dout, bias=None, is_causal=False, scale=None,
-                             dropout_p=0.0, seed=0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Plain-numpy twin of :func:`attention_backward`.
-
-    It recomputes the full weights and takes the softmax row term as ``Σ_j p_ij dp_ij`` directly
-    (not through ``out`` and ``lse``), so it also checks the identity the fused kernel relies on.
-    """
-    p, z, _ = _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed)
-    D = q.shape[-1]
-    if scale is None:
-        scale = 1.0 / math.sqrt(D) if D > 0 else 1.0
-    scale = q.dtype.type(scale)
-    dv = np.swapaxes(p * z, -1, -2) @ dout  # (B, H, S, Dv)
-    dp = (dout @ np.swapaxes(v, -1, -2)) * z  # (B, H, T, S)
-    ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
-    return scale * (ds @ k), scale * (np.swapaxes(ds, -1, -2) @ q), dv
