@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .kernels.parallel import kernel_section
+
 if TYPE_CHECKING:
     from .tensor import Tensor
 
@@ -204,7 +206,8 @@ class Function:
         from .tensor import Tensor
 
         ctx = Context(cls, inputs)
-        out = cls.forward(ctx, *(t.data for t in inputs), **kwargs)
+        with kernel_section:  # a lock only on numba's non-thread-safe workqueue layer
+            out = cls.forward(ctx, *(t.data for t in inputs), **kwargs)
         record = is_grad_enabled() and any(ctx.needs_input_grad)
         result = Tensor._from_op(out, ctx if record else None)
         if record:
@@ -291,7 +294,8 @@ def backward(
                 grad = _run_hooks(node.hooks, Tensor(grad)).data
             if node.retained is not None:
                 node.retained._accumulate_grad(grad)
-            input_grads = node.fn.backward(node, grad)
+            with kernel_section:
+                input_grads = node.fn.backward(node, grad)
             if not isinstance(input_grads, tuple):
                 input_grads = (input_grads,)
             inputs = node.inputs or ()

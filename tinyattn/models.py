@@ -75,9 +75,9 @@ class TransformerLM(Module):
         """Logits ``(B, T, vocab_size)`` for token ids ``idx (B, T)``; with ``targets (B, T)``
         also the mean cross-entropy loss."""
         if not isinstance(idx, Tensor) or idx.dtype.kind not in "iu" or idx.ndim != 2:
-            shape = getattr(idx, "shape", None)
             raise ValueError(f"TransformerLM: idx must be an integer Tensor of shape (B, T), got "
-                             f"{type(idx).__name__} of shape {shape}")
+                             f"{type(idx).__name__} of dtype {getattr(idx, 'dtype', None)} and "
+                             f"shape {getattr(idx, 'shape', None)}")
         B, T = idx.shape
         if T > self.config.context_length:
             raise ValueError(f"TransformerLM: sequence length {T} exceeds context_length "

@@ -20,6 +20,7 @@ import math
 import numpy as np
 
 from ..autograd import Context, Function
+from ..kernels.parallel import kernel_section
 from ..ops import masked_fill, matmul, softmax
 from ..random import draw_seed
 from ..tensor import Tensor
@@ -156,7 +157,8 @@ def _composed(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | Non
         from ..kernels.counter_rng import dropout_keep_mask
 
         lead = query.shape[:-2]
-        keep = dropout_keep_mask(draw_seed(), *_heads_layout(lead), L, S, dropout_p)
+        with kernel_section:
+            keep = dropout_keep_mask(draw_seed(), *_heads_layout(lead), L, S, dropout_p)
         keep = keep.reshape(*lead, L, S)  # (..., L, S)
         keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
         weights = weights * Tensor(np.where(keep, keep_scale, 0.0).astype(query.dtype))

@@ -43,7 +43,8 @@ only if every value loaded is reused from registers many times. The kernel is bu
   matmuls are one parallel loop with no per-matrix Python overhead. Each output element is
   owned by one task, which adds the k-blocks in order: results are bitwise identical run to
   run and for any thread count.
-* **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, or fewer than ``MR`` rows)
+* **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, fewer than ``MR`` rows, or
+  any product when ``NUMBA_DISABLE_JIT=1`` turns the vector intrinsics off)
   skip packing and threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over
   ``j`` vectorises.
 
@@ -57,7 +58,7 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import config, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
@@ -121,7 +122,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
     out = np.empty((a_index.size, m, n), a.dtype)
-    if a_index.size * m * n * k < _TINY_MACS or m < MR:
+    if a_index.size * m * n * k < _TINY_MACS or m < MR or config.DISABLE_JIT:
         _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index, out)
     else:
         nr = 2 * _VECTOR_BYTES // a.itemsize

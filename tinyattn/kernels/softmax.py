@@ -27,7 +27,7 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange, types
+from numba import config, njit, prange, types
 from numba.extending import intrinsic, overload
 
 _LOG2E = np.float32(1.4426950408889634)
@@ -57,6 +57,12 @@ EXP_TAYLOR_13 = tuple(1.0 / math.factorial(k) for k in range(14))
 _EXP64_TAYLOR = np.array(EXP_TAYLOR_13)  # a global tuple would be rebuilt on every call
 
 
+def _float_from_bits_python(bits):
+    """Pure-Python twin of :func:`_float_from_bits`, used when ``NUMBA_DISABLE_JIT=1``."""
+    bits = np.asarray(bits)
+    return bits.view(np.float32 if bits.dtype == np.int32 else np.float64)[()]
+
+
 @intrinsic
 def _float_from_bits(typingctx, bits):
     """Reinterpret the bits of an int32 (int64) as a float32 (float64), without conversion."""
@@ -71,6 +77,10 @@ def _float_from_bits(typingctx, bits):
         return builder.bitcast(args[0], llvm_type)
 
     return return_type(bits), codegen
+
+
+if config.DISABLE_JIT:  # intrinsics only exist in compiled code
+    _float_from_bits = _float_from_bits_python  # noqa: F811
 
 
 @njit(cache=True, inline="always")
@@ -182,9 +192,9 @@ def _log_softmax_forward_row(x, y, i):
     total = 0.0
     for j in range(x.shape[1]):
         total += y[i, j]
-    log_norm = x.dtype.type(m + math.log(total))
+    log_total = x.dtype.type(math.log(total))
     for j in range(x.shape[1]):
-        y[i, j] = x[i, j] - log_norm
+        y[i, j] = (x[i, j] - m) - log_total  # shift first: m + log(total) would round away
 
 
 @njit(cache=True)
@@ -338,8 +348,8 @@ def log_softmax_forward_numpy(x: np.ndarray) -> np.ndarray:
     safe_m = np.where(masked, 0, m).astype(x.dtype)
     with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
         total = np.exp(x - safe_m).sum(axis=-1, keepdims=True, dtype=np.float64)
-        log_norm = (safe_m + np.log(total)).astype(x.dtype)
-        return np.where(masked, x.dtype.type(-np.inf), x - log_norm)
+        log_total = np.log(total).astype(x.dtype)
+        return np.where(masked, x.dtype.type(-np.inf), (x - safe_m) - log_total)
 
 
 def log_softmax_backward_numpy(y: np.ndarray, grad: np.ndarray) -> np.ndarray:

@@ -43,6 +43,8 @@ def _check_input(layer: str, label: str, x: Any, features: int) -> None:
     """``x`` must be a float Tensor ``(B, T, features)`` or ``(T, features)``."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{layer}: {label} must be a Tensor, got {type(x).__name__}")
+    if x.dtype.kind != "f":
+        raise TypeError(f"{layer}: {label} must be a float tensor, got dtype {x.dtype}")
     if x.ndim not in (2, 3) or x.shape[-1] != features:
         raise ValueError(f"{layer}: {label} must have shape (B, T, {features}) or (T, {features}),"
                          f" got {x.shape}")

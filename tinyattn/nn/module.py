@@ -169,6 +169,9 @@ class Module:
 
         Missing and unexpected keys are errors when ``strict``; a shape mismatch always is.
         """
+        if not isinstance(state_dict, Mapping):
+            raise TypeError(f"load_state_dict into {type(self).__name__}: expected a mapping of "
+                            f"parameter names to arrays, got {type(state_dict).__name__}")
         own = dict(self.named_parameters())
         missing = [k for k in own if k not in state_dict]
         unexpected = [k for k in state_dict if k not in own]
@@ -230,6 +233,7 @@ def save_arrays(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> No
             np.savez(file, **arrays)
             file.flush()
             os.fsync(file.fileno())
+        os.chmod(temporary, 0o644)  # mkstemp creates files readable by the owner only
         os.replace(temporary, path)
     except BaseException:
         if os.path.exists(temporary):
@@ -253,7 +257,10 @@ def load(path: str | os.PathLike) -> OrderedDict[str, np.ndarray]:
     if not os.path.isfile(path):
         raise FileNotFoundError(f"load: no checkpoint file at {path!r}")
     try:
-        with np.load(path, allow_pickle=False) as archive:
+        archive = np.load(path, allow_pickle=False)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise ValueError("it holds a single .npy array, not an .npz archive of named arrays")
+        with archive:
             return OrderedDict((key, archive[key]) for key in archive.files)
     except (ValueError, OSError, zipfile.BadZipFile, EOFError, KeyError) as err:
         raise ValueError(

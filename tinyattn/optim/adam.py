@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels.adamw import adamw_step
+from ..kernels.parallel import kernel_section
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_hyperparameter
 
@@ -104,11 +105,12 @@ class Adam(Optimizer):
             # The kernel needs C-contiguous arrays; a strided parameter is updated through a
             # contiguous copy that is written back into the same array.
             arrays = [np.ascontiguousarray(param.data) for param, _ in batch]
-            adamw_step(arrays, [grad for _, grad in batch],
-                       [self.state[param]["exp_avg"] for param, _ in batch],
-                       [self.state[param]["exp_avg_sq"] for param, _ in batch],
-                       step, float(group["lr"]), float(beta1), float(beta2),
-                       float(group["eps"]), float(group["weight_decay"]), self._decoupled)
+            with kernel_section:
+                adamw_step(arrays, [grad for _, grad in batch],
+                           [self.state[param]["exp_avg"] for param, _ in batch],
+                           [self.state[param]["exp_avg_sq"] for param, _ in batch],
+                           step, float(group["lr"]), float(beta1), float(beta2),
+                           float(group["eps"]), float(group["weight_decay"]), self._decoupled)
             for array, (param, _) in zip(arrays, batch):
                 if array is not param.data:
                     param.data[...] = array

@@ -1,0 +1,364 @@
+"""Bad input catalogue for functional ops, layers, attention, models, optimizers, checkpoints
+and the command line: each case asserts the exception type and that the message names the
+op/layer, the offending shapes/values and what was expected. Where PyTorch has the same call,
+a second test checks that PyTorch rejects it too (its exception types differ: mostly
+RuntimeError, where tinyattn raises ValueError/TypeError/IndexError as the house rules ask).
+
+Tensor and primitive-op cases live in ``test_errors.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+
+F, nn = ta.F, ta.nn
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _lm() -> ta.TransformerLM:
+    config = ta.models.TransformerLMConfig(vocab_size=11, context_length=4, embed_dim=8,
+                                           num_heads=2, num_layers=1)
+    return ta.TransformerLM(config)
+
+
+def _params() -> list[nn.Parameter]:
+    return [nn.Parameter(ta.ones(2))]
+
+
+def _backward_twice() -> None:
+    _, loss = _lm()(ta.tensor([[1, 2]]), targets=ta.tensor([[2, 3]]))
+    loss.backward()
+    loss.backward()
+
+
+Q = ta.zeros(2, 2, 3, 4)  # (B, H, L, E)
+
+CASES = [
+    # (id, callable, exception type, regex the message must match, PyTorch call or None)
+    ("linear-features", lambda: nn.Linear(4, 3)(ta.ones(2, 5)), ValueError,
+     r"linear: input of shape \(2, 5\) does not match weight of shape \(3, 4\): "
+     r"expected input.shape\[-1\] == in_features == 4",
+     lambda t: t.nn.Linear(4, 3)(t.ones(2, 5))),
+    ("linear-int-input", lambda: nn.Linear(4, 3)(ta.arange(8).reshape(2, 4)), TypeError,
+     r"linear: input must be a float tensor, got dtype int64",
+     lambda t: t.nn.Linear(4, 3)(t.arange(8).reshape(2, 4))),
+    ("linear-bool-input", lambda: nn.Linear(4, 3)(ta.ones(2, 4) > 0), TypeError,
+     r"linear: input must be a float tensor, got dtype bool",
+     lambda t: t.nn.Linear(4, 3)(t.ones(2, 4) > 0)),
+    ("linear-bias-shape", lambda: F.linear(ta.ones(2, 4), ta.ones(3, 4), ta.ones(4)),
+     ValueError, r"linear: bias must have shape \(out_features,\) = \(3,\) .* got \(4,\)",
+     lambda t: t.nn.functional.linear(t.ones(2, 4), t.ones(3, 4), t.ones(4))),
+    ("layernorm-features", lambda: nn.LayerNorm(4)(ta.ones(2, 5)), ValueError,
+     r"layer_norm: input of shape \(2, 5\) does not end in normalized_shape \(4,\): "
+     r"expected shape \(\.\.\., 4\)",
+     lambda t: t.nn.LayerNorm(4)(t.ones(2, 5))),
+    ("layernorm-int-input", lambda: nn.LayerNorm(4)(ta.arange(8).reshape(2, 4)), TypeError,
+     r"layer_norm: input must be a float Tensor, got Tensor of dtype int64",
+     lambda t: t.nn.LayerNorm(4)(t.arange(8).reshape(2, 4))),
+    ("layernorm-weight-shape",
+     lambda: F.layer_norm(ta.ones(2, 4), (4,), weight=ta.ones(3)), ValueError,
+     r"layer_norm: weight must have shape normalized_shape \(4,\), got \(3,\)",
+     lambda t: t.nn.functional.layer_norm(t.ones(2, 4), (4,), weight=t.ones(3))),
+    ("embedding-index-too-big", lambda: nn.Embedding(5, 3)(ta.tensor([[1, 5]])), IndexError,
+     r"embedding: index 5 is out of range for a table of 5 embeddings "
+     r"\(expected 0 <= index < 5\)",
+     lambda t: t.nn.Embedding(5, 3)(t.tensor([[1, 5]]))),
+    ("embedding-index-negative", lambda: nn.Embedding(5, 3)(ta.tensor([[1, -1]])), IndexError,
+     r"embedding: index -1 is out of range for a table of 5 embeddings",
+     lambda t: t.nn.Embedding(5, 3)(t.tensor([[1, -1]]))),
+    ("embedding-float-indices", lambda: nn.Embedding(5, 3)(ta.tensor([[1.0, 2.0]])), TypeError,
+     r"embedding: input must hold integer indices, got dtype float32",
+     lambda t: t.nn.Embedding(5, 3)(t.tensor([[1.0, 2.0]]))),
+    ("embedding-padding-idx", lambda: nn.Embedding(5, 3, padding_idx=5), ValueError,
+     r"Embedding: padding_idx 5 is out of range for 5 embeddings "
+     r"\(expected -5 <= padding_idx < 5\)",
+     lambda t: t.nn.Embedding(5, 3, padding_idx=5)),
+    ("cross-entropy-target-too-big",
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, 4, 1])), IndexError,
+     r"cross_entropy: target value 4 is out of range for 4 classes "
+     r"\(expected 0 <= target < 4 or target == ignore_index -100\)",
+     lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0, 4, 1]))),
+    ("cross-entropy-target-negative",
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, -1, 1])), IndexError,
+     r"cross_entropy: target value -1 is out of range for 4 classes",
+     lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0, -1, 1]))),
+    ("cross-entropy-float-target",
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0.0, 1.0, 1.0])), TypeError,
+     r"cross_entropy: target must hold integer class indices, got dtype float32", None),
+    ("cross-entropy-target-shape",
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, 1])), ValueError,
+     r"cross_entropy: input of shape \(3, 4\) needs a target of shape \(3,\), "
+     r"got target of shape \(2,\)",
+     lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0, 1]))),
+    ("cross-entropy-int-logits",
+     lambda: F.cross_entropy(ta.arange(12).reshape(3, 4), ta.tensor([0, 1, 1])), TypeError,
+     r"cross_entropy: input must be a float Tensor of logits, got Tensor of dtype int64",
+     lambda t: t.nn.functional.cross_entropy(t.arange(12).reshape(3, 4), t.tensor([0, 1, 1]))),
+    ("dropout-p-above-one", lambda: F.dropout(ta.ones(3), p=1.5), ValueError,
+     r"dropout: dropout probability p must be in \[0, 1\], got 1.5",
+     lambda t: t.nn.functional.dropout(t.ones(3), p=1.5)),
+    ("dropout-p-negative", lambda: nn.Dropout(-0.1), ValueError,
+     r"Dropout: dropout probability p must be in \[0, 1\], got -0.1",
+     lambda t: t.nn.Dropout(-0.1)),
+    ("dropout-p-nan", lambda: nn.Dropout(float("nan")), ValueError,
+     r"Dropout: dropout probability p must be in \[0, 1\], got nan", None),
+    ("dropout-int-input", lambda: F.dropout(ta.arange(3)), TypeError,
+     r"dropout: input must be a float Tensor, got Tensor of dtype int64", None),
+    ("mha-heads-do-not-divide", lambda: nn.MultiHeadAttention(10, 3), ValueError,
+     r"MultiHeadAttention: embed_dim 10 must be divisible by num_heads 3",
+     lambda t: t.nn.MultiheadAttention(10, 3)),
+    ("mha-dropout", lambda: nn.MultiHeadAttention(8, 2, dropout=1.5), ValueError,
+     r"MultiHeadAttention: dropout must be a probability in \[0, 1\), got 1.5", None),
+    ("mha-features", lambda: nn.MultiHeadAttention(8, 2)(ta.ones(2, 3, 6)), ValueError,
+     r"MultiHeadAttention: query must have shape \(B, T, 8\) or \(T, 8\), got \(2, 3, 6\)",
+     lambda t: t.nn.MultiheadAttention(8, 2, batch_first=True)(*[t.ones(2, 3, 6)] * 3)),
+    ("mha-int-query", lambda: nn.MultiHeadAttention(8, 2)(ta.arange(48).reshape(2, 3, 8)),
+     TypeError, r"MultiHeadAttention: query must be a float tensor, got dtype int64",
+     lambda t: t.nn.MultiheadAttention(8, 2, batch_first=True)(
+         *[t.arange(48).reshape(2, 3, 8)] * 3)),
+    ("mha-key-padding-mask-shape",
+     lambda: nn.MultiHeadAttention(8, 2)(ta.ones(2, 3, 8), key_padding_mask=ta.ones(2, 4) > 0),
+     ValueError, r"MultiHeadAttention: key_padding_mask has shape \(2, 4\), expected \(2, 3\)",
+     lambda t: t.nn.MultiheadAttention(8, 2, batch_first=True)(
+         *[t.ones(2, 3, 8)] * 3, key_padding_mask=t.ones(2, 4) > 0)),
+    ("mha-key-padding-mask-int",
+     lambda: nn.MultiHeadAttention(8, 2)(ta.ones(2, 3, 8),
+                                         key_padding_mask=ta.zeros(2, 3).to(ta.int64)),
+     TypeError, r"MultiHeadAttention: key_padding_mask must be boolean or have the query's "
+     r"dtype float32, got int64", None),
+    ("mha-attn-mask-shape",
+     lambda: nn.MultiHeadAttention(8, 2)(ta.ones(2, 3, 8), attn_mask=ta.ones(3, 4) > 0),
+     ValueError, r"MultiHeadAttention: attn_mask has shape \(3, 4\), expected \(3, 3\) or "
+     r"\(4, 3, 3\)",
+     lambda t: t.nn.MultiheadAttention(8, 2, batch_first=True)(
+         *[t.ones(2, 3, 8)] * 3, attn_mask=t.ones(3, 4) > 0)),
+    ("mha-attn-mask-float64",
+     lambda: nn.MultiHeadAttention(8, 2)(ta.ones(2, 3, 8),
+                                         attn_mask=ta.zeros(3, 3, dtype=ta.float64)),
+     TypeError, r"MultiHeadAttention: attn_mask must be boolean or have the query's dtype "
+     r"float32, got float64", None),
+    ("self-attention-features", lambda: nn.SelfAttention(8, 4)(ta.ones(2, 3, 5)), ValueError,
+     r"SelfAttention: x must have shape \(B, T, 8\) or \(T, 8\), got \(2, 3, 5\)", None),
+    ("self-attention-int-input",
+     lambda: nn.SelfAttention(8, 4)(ta.arange(48).reshape(2, 3, 8)), TypeError,
+     r"SelfAttention: x must be a float tensor, got dtype int64", None),
+    ("sdpa-mask-shape",
+     lambda: F.scaled_dot_product_attention(Q, Q, Q, attn_mask=ta.ones(3, 4) > 0), ValueError,
+     r"scaled_dot_product_attention: attn_mask of shape \(3, 4\) does not broadcast to the "
+     r"scores' shape \(\.\.\., L, S\) = \(2, 2, 3, 3\)",
+     lambda t: t.nn.functional.scaled_dot_product_attention(
+         *[t.zeros(2, 2, 3, 4)] * 3, attn_mask=t.ones(3, 4) > 0)),
+    ("sdpa-mask-int",
+     lambda: F.scaled_dot_product_attention(Q, Q, Q, attn_mask=ta.zeros(3, 3).to(ta.int64)),
+     TypeError, r"scaled_dot_product_attention: attn_mask must be boolean or have the query's "
+     r"dtype float32, got int64",
+     lambda t: t.nn.functional.scaled_dot_product_attention(
+         *[t.zeros(2, 2, 3, 4)] * 3, attn_mask=t.zeros(3, 3, dtype=t.int64))),
+    ("sdpa-dropout", lambda: F.scaled_dot_product_attention(Q, Q, Q, dropout_p=1.2),
+     ValueError, r"scaled_dot_product_attention: dropout probability p must be in \[0, 1\], "
+     r"got 1.2", None),
+    ("sdpa-feature-size",
+     lambda: F.scaled_dot_product_attention(Q, ta.zeros(2, 2, 3, 5), Q), ValueError,
+     r"scaled_dot_product_attention: query \(\.\.\., L, E\) = \(2, 2, 3, 4\) and key "
+     r"\(\.\.\., S, E\) = \(2, 2, 3, 5\) must have the same feature size E",
+     lambda t: t.nn.functional.scaled_dot_product_attention(
+         t.zeros(2, 2, 3, 4), t.zeros(2, 2, 3, 5), t.zeros(2, 2, 3, 4))),
+    ("sdpa-mixed-dtypes", lambda: F.scaled_dot_product_attention(Q, Q.double(), Q), TypeError,
+     r"scaled_dot_product_attention: query, key and value must share one dtype, got "
+     r"float32, float64 and float32",
+     lambda t: t.nn.functional.scaled_dot_product_attention(
+         t.zeros(2, 2, 3, 4), t.zeros(2, 2, 3, 4, dtype=t.float64), t.zeros(2, 2, 3, 4))),
+    ("sdpa-int-query",
+     lambda: F.scaled_dot_product_attention(*[ta.arange(8).reshape(1, 2, 4)] * 3), TypeError,
+     r"scaled_dot_product_attention: query must be a float tensor, got dtype int64", None),
+    ("transformer-block-features", lambda: nn.TransformerBlock(8, 2)(ta.ones(2, 3, 6)),
+     ValueError, r"layer_norm: input of shape \(2, 3, 6\) does not end in normalized_shape "
+     r"\(8,\)", None),
+    ("lm-sequence-too-long", lambda: _lm()(ta.zeros(1, 5).to(ta.int64)), ValueError,
+     r"TransformerLM: sequence length 5 exceeds context_length 4", None),
+    ("lm-float-token-ids", lambda: _lm()(ta.zeros(1, 3)), ValueError,
+     r"TransformerLM: idx must be an integer Tensor of shape \(B, T\), got Tensor of dtype "
+     r"float32 and shape \(1, 3\)", None),
+    ("lm-token-out-of-vocab", lambda: _lm()(ta.tensor([[1, 11]])), IndexError,
+     r"embedding: index 11 is out of range for a table of 11 embeddings", None),
+    ("lm-targets-shape", lambda: _lm()(ta.tensor([[1, 2]]), targets=ta.tensor([[1]])),
+     ValueError, r"TransformerLM: targets must be a Tensor of shape \(1, 2\), got \(1, 1\)",
+     None),
+    ("lm-config-heads", lambda: ta.TransformerLM(ta.models.TransformerLMConfig(
+        vocab_size=11, context_length=4, embed_dim=9, num_heads=2, num_layers=1)), ValueError,
+     r"MultiHeadAttention: embed_dim 9 must be divisible by num_heads 2", None),
+    ("sgd-lr-nan", lambda: ta.optim.SGD(_params(), lr=float("nan")), ValueError,
+     r"SGD: lr must be a finite number >= 0, got nan", None),
+    ("sgd-lr-negative", lambda: ta.optim.SGD(_params(), lr=-0.1), ValueError,
+     r"SGD: lr must be a finite number >= 0, got -0.1",
+     lambda t: t.optim.SGD([t.nn.Parameter(t.ones(2))], lr=-0.1)),
+    ("adam-lr-inf", lambda: ta.optim.Adam(_params(), lr=float("inf")), ValueError,
+     r"Adam: lr must be a finite number >= 0, got inf", None),
+    ("adamw-lr-negative", lambda: ta.optim.AdamW(_params(), lr=-1e-3), ValueError,
+     r"AdamW: lr must be a finite number >= 0, got -0.001",
+     lambda t: t.optim.AdamW([t.nn.Parameter(t.ones(2))], lr=-1e-3)),
+    ("adamw-lr-string", lambda: ta.optim.AdamW(_params(), lr="0.1"), TypeError,
+     r"AdamW: lr must be a real number, got str", None),
+    ("adam-beta-one", lambda: ta.optim.Adam(_params(), betas=(0.9, 1.0)), ValueError,
+     r"Adam: betas\[1\] must be in \[0, 1\), got 1.0",
+     lambda t: t.optim.Adam([t.nn.Parameter(t.ones(2))], betas=(0.9, 1.0))),
+    ("adamw-no-parameters", lambda: ta.optim.AdamW([]), ValueError,
+     r"optimizer got an empty parameter list", lambda t: t.optim.AdamW([])),
+    ("adamw-no-parameters-from-module", lambda: ta.optim.AdamW(nn.ReLU().parameters()),
+     ValueError, r"optimizer got an empty parameter list",
+     lambda t: t.optim.AdamW(t.nn.ReLU().parameters())),
+    ("adam-int-parameter", lambda: ta.optim.Adam([ta.arange(3)]), TypeError,
+     r"Adam: can only optimize float tensors, but params\[0\] has dtype int64", None),
+    ("backward-non-scalar-layer-output",
+     lambda: nn.Linear(4, 3)(ta.ones(2, 4)).backward(), RuntimeError,
+     r"backward: grad can be implicitly created only for one-element outputs; this tensor "
+     r"has shape \(2, 3\)",
+     lambda t: t.nn.Linear(4, 3)(t.ones(2, 4)).backward()),
+    ("backward-through-freed-model-graph", _backward_twice, RuntimeError,
+     r"backward: trying to backward through the graph a second time \(op 'CrossEntropy'\)",
+     None),
+    ("load-state-dict-missing", lambda: nn.Linear(4, 3).load_state_dict(
+        {"weight": np.zeros((3, 4))}), ValueError,
+     r"load_state_dict into Linear failed \(nothing was changed\):\n  missing keys: bias",
+     lambda t: t.nn.Linear(4, 3).load_state_dict({"weight": t.zeros(3, 4)})),
+    ("load-state-dict-unexpected", lambda: nn.Linear(4, 3).load_state_dict(
+        {"weight": np.zeros((3, 4)), "bias": np.zeros(3), "scale": np.ones(1)}), ValueError,
+     r"unexpected keys: scale",
+     lambda t: t.nn.Linear(4, 3).load_state_dict(
+         {"weight": t.zeros(3, 4), "bias": t.zeros(3), "scale": t.ones(1)})),
+    ("load-state-dict-shape", lambda: nn.Linear(4, 3).load_state_dict(
+        {"weight": np.zeros((4, 3)), "bias": np.zeros(3)}), ValueError,
+     r"weight: shape \(4, 3\) in the state dict, \(3, 4\) in the model",
+     lambda t: t.nn.Linear(4, 3).load_state_dict({"weight": t.zeros(4, 3), "bias": t.zeros(3)})),
+    ("load-state-dict-not-a-mapping", lambda: nn.Linear(4, 3).load_state_dict([1, 2]),
+     TypeError, r"load_state_dict into Linear: expected a mapping of parameter names to "
+     r"arrays, got list", lambda t: t.nn.Linear(4, 3).load_state_dict([1, 2])),
+    ("module-to-int", lambda: nn.Linear(4, 3).to(np.int64), TypeError,
+     r"Module.to: expected a float dtype, got int64", None),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[case[0] for case in CASES])
+def test_bad_input_raises_a_clear_error(case):
+    _, call, error, pattern, _ = case
+    with pytest.raises(error, match=pattern):
+        call()
+
+
+TORCH_CASES = [case for case in CASES if case[4] is not None]
+
+
+@pytest.mark.parametrize("case", TORCH_CASES, ids=[case[0] for case in TORCH_CASES])
+def test_pytorch_rejects_the_same_call(case):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception):  # noqa: B017 - PyTorch's types vary (RuntimeError, ...)
+        case[4](torch)
+
+
+# ---- mixed float32/float64: defined behaviour -------------------------------------------------
+# Elementwise ops, matmul, linear and layer_norm promote as numpy does (float32 with float64
+# gives float64); gradients come back in each input's own dtype. Python and numpy scalars do
+# not promote a tensor. scaled_dot_product_attention refuses mixed q/k/v (a TypeError, as
+# PyTorch does), since its kernel runs in one dtype.
+
+def test_float32_weight_with_float64_input_promotes_and_keeps_each_grad_dtype():
+    layer = nn.Linear(4, 3)
+    x = ta.randn(2, 4, dtype=ta.float64, requires_grad=True)
+    y = layer(x)
+    assert y.dtype == np.float64
+    expected = x.data @ layer.weight.data.astype(np.float64).T + layer.bias.data
+    np.testing.assert_allclose(y.data, expected, rtol=1e-12)
+    y.backward(ta.ones(2, 3, dtype=ta.float64))
+    assert x.grad.dtype == np.float64
+    assert layer.weight.grad.dtype == np.float32 and layer.bias.grad.dtype == np.float32
+    np.testing.assert_allclose(layer.weight.grad.data, np.ones((3, 2)) @ x.data, rtol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "matmul", "cat", "where"])
+def test_binary_ops_on_float32_and_float64_give_float64(op):
+    a, b = ta.ones(2, 2), ta.ones(2, 2, dtype=ta.float64)
+    result = {
+        "add": lambda: a + b, "mul": lambda: a * b, "matmul": lambda: a @ b,
+        "cat": lambda: ta.cat([a, b]), "where": lambda: ta.where(a > 0, a, b),
+    }[op]()
+    assert result.dtype == np.result_type(np.float32, np.float64) == np.float64
+
+
+def test_python_and_numpy_scalars_do_not_promote_a_float32_tensor():
+    x = ta.ones(2)
+    assert (x * 2.5).dtype == np.float32
+    assert (x * np.float64(2.5)).dtype == np.float32
+    assert (x + 1).dtype == np.float32
+
+
+def test_int_tensor_with_float32_tensor_follows_numpy_promotion():
+    """numpy gives float64 for int64 with float32 (PyTorch would keep float32)."""
+    result = ta.arange(2) + ta.ones(2)
+    assert result.dtype == np.result_type(np.int64, np.float32)
+
+
+# ---- checkpoint files -------------------------------------------------------------------------
+
+def test_load_of_a_missing_file_names_the_path(tmp_path):
+    path = tmp_path / "absent.npz"
+    with pytest.raises(FileNotFoundError, match=r"load: no checkpoint file at .*absent\.npz"):
+        nn.load(path)
+
+
+@pytest.mark.parametrize("content", ["truncated", "garbage", "empty", "pickle", "npy",
+                                     "object-array"])
+def test_load_of_an_unreadable_file_names_the_path_and_what_was_expected(tmp_path, content):
+    path = tmp_path / "model.npz"
+    if content == "truncated":
+        nn.Linear(4, 3).save(path)
+        path.write_bytes(path.read_bytes()[:200])
+    elif content == "garbage":
+        path.write_bytes(b"\x00not a zip archive\xff" * 50)
+    elif content == "empty":
+        path.write_bytes(b"")
+    elif content == "pickle":
+        path.write_bytes(pickle.dumps({"weight": [1.0, 2.0]}))
+    elif content == "npy":
+        with open(path, "wb") as file:
+            np.save(file, np.ones(3))
+    else:
+        np.savez(path, weight=np.array([{"a": 1}], dtype=object))
+    pattern = r"load: '.*model\.npz' is not a readable tinyattn checkpoint \(\.npz of numeric"
+    with pytest.raises(ValueError, match=pattern):
+        nn.load(path)
+
+
+# ---- command line -----------------------------------------------------------------------------
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-m", "tinyattn", *args], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.mark.parametrize("args, pattern", [
+    (("walkthrough", "--bogus"), r"unrecognized arguments: --bogus"),
+    (("frobnicate",), r"invalid choice: 'frobnicate'"),
+    ((), r"the following arguments are required: COMMAND"),
+    (("train", "--task", "reverse", "--steps", "0"), r"--steps: must be a positive integer"),
+    (("train", "--text", "/no/such/corpus.txt"), r"--text file '/no/such/corpus.txt' does "
+                                                  r"not exist"),
+    (("sample", "--checkpoint", "/no/such/model.npz"), r"no checkpoint file at "
+                                                        r"'/no/such/model.npz'"),
+])
+def test_cli_bad_usage_prints_a_message_and_exits_with_status_2(args, pattern):
+    result = _cli(*args)
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr
+    assert re.search(pattern, result.stderr), result.stderr

@@ -1,0 +1,244 @@
+"""Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, and
+tinyattn called from two Python threads at once.
+
+Each check runs in a fresh interpreter: the numba environment variables are read when numba
+is imported, and a crash (an out-of-bounds abort, a threading-layer abort) must fail the test
+instead of killing pytest. The kernel smoke run (:func:`run_kernel_smoke`) is ordinary code in
+this module that the child interpreter imports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+TESTS_DIR = Path(__file__).resolve().parent
+PROJECT_ROOT = TESTS_DIR.parent
+
+
+def _run_child(code: str, env_overrides: dict[str, str],
+               timeout: float = 400) -> subprocess.CompletedProcess:
+    """Run ``code`` in a fresh interpreter that can import tinyattn and this test module."""
+    env = dict(os.environ)
+    env.update(env_overrides)
+    env["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(PROJECT_ROOT), str(TESTS_DIR), env.get("PYTHONPATH")]))
+    return subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                          text=True, timeout=timeout, check=False)
+
+
+def _close(actual: np.ndarray, expected: np.ndarray, label: str) -> None:
+    rtol = 1e-4 if np.asarray(actual).dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=rtol, err_msg=label)
+
+
+def _smoke_matmul(draw):
+    from tinyattn.kernels import matmul
+
+    for a, b in ((draw(2, 5, 3), draw(2, 3, 4)), (draw(33, 34), draw(34, 35))):  # small, packed
+        _close(matmul.matmul(a, b), matmul.matmul_numpy(a, b), f"matmul {a.shape}")
+
+
+def _smoke_softmax(draw):
+    from tinyattn.kernels import softmax as sm
+
+    x, g = draw(3, 7), draw(3, 7)
+    for fwd, bwd, fwd_np, bwd_np in (
+        (sm.softmax_forward, sm.softmax_backward, sm.softmax_forward_numpy,
+         sm.softmax_backward_numpy),
+        (sm.log_softmax_forward, sm.log_softmax_backward, sm.log_softmax_forward_numpy,
+         sm.log_softmax_backward_numpy),
+    ):
+        y = fwd(x)
+        _close(y, fwd_np(x), fwd.__name__)
+        _close(bwd(y, g), bwd_np(y, g), bwd.__name__)
+
+
+def _smoke_gelu(draw):
+    from tinyattn.kernels import gelu
+
+    x, g = draw(3, 7), draw(3, 7)
+    for approximate in ("none", "tanh"):
+        _close(gelu.gelu_forward(x, approximate), gelu.gelu_forward_numpy(x, approximate),
+               "gelu_forward")
+        _close(gelu.gelu_backward(x, g, approximate),
+               gelu.gelu_backward_numpy(x, g, approximate), "gelu_backward")
+
+
+def _smoke_layer_norm(draw):
+    from tinyattn.kernels import layer_norm as ln
+
+    x, g, weight, bias = draw(3, 7), draw(3, 7), draw(7), draw(7)
+    y, mean, rstd = ln.layer_norm_forward(x, weight, bias, 1e-5)
+    _close(y, ln.layer_norm_forward_numpy(x, weight, bias, 1e-5)[0], "layer_norm_forward")
+    for got, want in zip(ln.layer_norm_backward(g, x, weight, mean, rstd),
+                         ln.layer_norm_backward_numpy(g, x, weight, mean, rstd)):
+        _close(got, want, "layer_norm_backward")
+
+
+def _smoke_cross_entropy(draw):
+    from tinyattn.kernels import cross_entropy as ce
+
+    x, target, grad_rows = draw(3, 7), np.array([0, 6, -100]), draw(3)
+    loss, lse = ce.cross_entropy_forward(x, target, -100, 0.1)
+    _close(loss, ce.cross_entropy_forward_numpy(x, target, -100, 0.1)[0], "cross_entropy")
+    _close(ce.cross_entropy_backward(x, target, lse, grad_rows, -100, 0.1),
+           ce.cross_entropy_backward_numpy(x, target, lse, grad_rows, -100, 0.1),
+           "cross_entropy_backward")
+
+
+def _smoke_embedding(draw):
+    from tinyattn.kernels import embedding as emb
+
+    table, indices, grad = draw(6, 4), np.array([[0, 5, 5], [2, 0, 1]]), draw(2, 3, 4)
+    _close(emb.embedding_forward(table, indices), emb.embedding_forward_numpy(table, indices),
+           "embedding_forward")
+    _close(emb.embedding_backward(grad, indices, 6, 0),
+           emb.embedding_backward_numpy(grad, indices, 6, 0), "embedding_backward")
+
+
+def _smoke_adamw(draw):
+    from tinyattn.kernels import adamw
+
+    for size in (5, 9000):  # the serial and the parallel Adam kernels
+        start, grad, start_sq = draw(size), draw(size), draw(size) ** 2
+        runs = []
+        for update in (adamw.adamw_step, adamw.adamw_step_numpy):
+            param, exp_avg, exp_avg_sq = start.copy(), grad / 2, start_sq.copy()
+            update([param], [grad], [exp_avg], [exp_avg_sq], 3, 1e-2, 0.9, 0.999, 1e-8, 0.01,
+                   True)
+            runs.append((param, exp_avg, exp_avg_sq))
+        for got, want in zip(*runs):
+            _close(got, want, f"adamw_step size {size}")
+
+
+def _smoke_attention(draw):
+    from tinyattn.kernels import attention as at
+
+    q, k, v, dout = draw(1, 2, 5, 3), draw(1, 2, 7, 3), draw(1, 2, 7, 2), draw(1, 2, 5, 2)
+    blocked = draw(1, 1, 5, 7) < -0.8
+    mask_bias = np.where(blocked, -np.inf, 0.0).astype(q.dtype)  # (1, 1, T, S)
+    for bias, causal, p_drop in ((None, True, 0.0), (mask_bias, False, 0.3)):
+        args = (bias, causal, None, p_drop, 7)
+        out, lse = at.attention_forward(q, k, v, *args)
+        _close(out, at.attention_forward_numpy(q, k, v, *args)[0], "attention_forward")
+        for got, want in zip(at.attention_backward(q, k, v, out, lse, dout, *args),
+                             at.attention_backward_numpy(q, k, v, out, lse, dout, *args)):
+            _close(got, want, "attention_backward")
+        _close(at.attention_weights(q, k, lse, *args), at.attention_weights_numpy(q, k, *args),
+               "attention_weights")
+
+
+def _smoke_counter_rng(draw):
+    from tinyattn.kernels import counter_rng
+
+    np.testing.assert_array_equal(counter_rng.dropout_keep_mask(11, 1, 2, 3, 4, 0.5),
+                                  counter_rng.dropout_keep_mask_numpy(11, 1, 2, 3, 4, 0.5))
+
+
+SMOKE_GROUPS = {
+    "matmul": _smoke_matmul, "softmax": _smoke_softmax, "gelu": _smoke_gelu,
+    "layer_norm": _smoke_layer_norm, "cross_entropy": _smoke_cross_entropy,
+    "embedding": _smoke_embedding, "adamw": _smoke_adamw, "attention": _smoke_attention,
+    "counter_rng": _smoke_counter_rng,
+}
+
+
+def run_kernel_smoke(dtypes: tuple[str, ...] = ("float32", "float64")) -> None:
+    """Every kernel module on small shapes against its numpy twin, float32 and float64.
+
+    Shapes reach each kernel's compiled loops (the packed matmul path, the parallel Adam
+    kernel, ragged attention blocks) while staying cheap in pure Python. Prints one JSON
+    object: kernel module -> the error it raised (empty when every module passed).
+    """
+    failures = {}
+    for name, smoke in SMOKE_GROUPS.items():
+        rng = np.random.default_rng(0)
+        try:
+            for dtype in map(np.dtype, dtypes):
+                smoke(lambda *shape, dtype=dtype, rng=rng: rng.standard_normal(shape).astype(dtype))
+        except Exception as err:  # every failure is reported to the parent
+            failures[name] = f"{type(err).__name__}: {err}"[:500]
+    print(json.dumps(failures))
+
+
+SMOKE = "import test_numba_safety as t; t.run_kernel_smoke({dtypes})"
+BOUNDSCHECK_CACHE = Path(tempfile.gettempdir()) / f"tinyattn-numba-boundscheck-{os.getuid()}"
+
+
+@pytest.mark.parametrize("variable", ["NUMBA_BOUNDSCHECK", "NUMBA_DISABLE_JIT"])
+def test_every_kernel_matches_its_numpy_twin_under(variable):
+    """Bounds-checked code is cached in its own directory (numba's cache index does not record
+    the flag), so it is compiled once per change of the kernel sources, not on every run."""
+    env = {variable: "1"}
+    dtypes = ("float32", "float64")
+    if variable == "NUMBA_BOUNDSCHECK":
+        env["NUMBA_CACHE_DIR"] = str(BOUNDSCHECK_CACHE)
+        dtypes = ("float64",)  # indexing does not depend on the dtype; compile one variant
+    result = _run_child(SMOKE.format(dtypes=dtypes), env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    failures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert not failures, failures
+
+
+THREADS = """
+import threading
+import numpy as np
+import tinyattn as ta
+
+config = ta.models.TransformerLMConfig(vocab_size=13, context_length=8, embed_dim=16,
+                                       num_heads=2, num_layers=1)
+ta.manual_seed(0)
+weights = ta.TransformerLM(config).state_dict()
+idx = ta.tensor(np.arange(32).reshape(4, 8) % 13)
+
+def run(results, slot):
+    model = ta.TransformerLM(config)
+    model.load_state_dict(weights)
+    out = []
+    for _ in range(20):
+        model.zero_grad()
+        _, loss = model(idx, targets=idx)
+        loss.backward()
+        out.append([loss.numpy()] + [p.grad.numpy().copy() for p in model.parameters()])
+    results[slot] = out
+
+single = {}
+run(single, 0)
+pair = {}
+threads = [threading.Thread(target=run, args=(pair, i)) for i in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+for slot in range(2):
+    for got, want in zip(pair[slot], single[0]):
+        assert all(np.array_equal(a, b) for a, b in zip(got, want)), slot
+from tinyattn.kernels import parallel
+import numba
+print("layer", numba.threading_layer(), "locked", parallel.kernels_are_serialised())
+"""
+
+
+@pytest.mark.parametrize("layer", ["default", "workqueue"])
+def test_two_python_threads_running_a_model_do_not_abort_and_match_one_thread(layer):
+    """``workqueue`` aborts the process on concurrent launches unless tinyattn serialises them;
+    ``default`` must select a thread-safe layer (tbb or omp) where one is installed."""
+    env = {"NUMBA_NUM_THREADS": "2"}
+    if layer != "default":
+        env["NUMBA_THREADING_LAYER"] = layer
+    result = _run_child(THREADS, env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    line = result.stdout.strip().splitlines()[-1]
+    if layer == "workqueue":
+        assert line == "layer workqueue locked True"
+    else:
+        assert line in ("layer tbb locked False", "layer omp locked False",
+                        "layer workqueue locked True")
