@@ -21,17 +21,27 @@ and ``t = 2 / (2 + a) ∈ (0, 1]``::
 
 ``Q`` is smooth on ``t ∈ [2 / (2 + A), 1]``: a Chebyshev series in ``t`` mapped to ``[−1, 1]``,
 fitted by least squares at 300 Chebyshev nodes to ``(log(erfc(a) / t) + a²) / (1 − t)``
-evaluated with mpmath at 40 digits, and evaluated by Horner's rule in the power basis (see
-:func:`_power_pieces`). The final ``e^(...)`` is ``exp_float64`` of degree 7 for float32 results
-and 13 for float64. An error ``ε`` in the
-exponent is a relative error ``ε`` in ``erfc``; the tail ``x < 0`` is computed directly (no
-``1 − erf`` cancellation), so ``Φ`` and ``y`` keep their relative accuracy down to underflow.
-The factor ``1 − t`` makes ``erfc(0) = 1`` and ``Φ(0) = ½`` exact. Beyond ``a = A``, ``t`` is
-held at its end value; ``e^(−a²)`` is then below the smallest result the dtype can hold.
+(float64: evaluated with mpmath at 40 digits; float32: with ``math.erfc``), and evaluated in
+the power basis. An error ``ε`` in the exponent is a relative error ``ε`` in
+``erfc``; the tail ``x < 0`` is computed directly (no ``1 − erf`` cancellation), so ``Φ`` and
+``y`` keep their relative accuracy far into the tail. ``1 − t = a t / 2`` makes ``erfc(0) = 1``
+and ``Φ(0) = ½`` exact. Beyond ``a = A``, ``t`` is held at its end value; ``e^(−a²)`` is then
+below the smallest result the dtype can hold.
 
-- float32 (``A = 11``, 12 terms): exponent error ≤ 7.1e-10; evaluated in float64 and rounded
-  once: measured relative error of ``y`` and ``dy/dx`` ≤ 5.3e-8 on ``[−13, 10]``.
-- float64 (``A = 27``, 25 terms): exponent error ≤ 4.4e-16; measured relative error of ``y``
+- float32 (``A = 9.5``, 10 terms), evaluated in float32 arithmetic (8 lanes per SIMD register,
+  polynomials by Estrin's scheme, ``e^(...)`` by the float32 exponential behind ``fast_exp``, called
+  directly so that its multiply-adds are fused as in the rest of the loop): exponent error ≤ 7.3e-9
+  (fit) and ≤ 8e-8 after float32 rounding. ``x²`` is split as ``x_hi² + x_lo (|x| + x_hi)`` with
+  ``x_hi`` (``|x|`` rounded to 12 bits) squared exactly, so the exponent is rounded once, by at most
+  half an ulp of ``a² ≈ x² / 2`` (4.8e-7 relative at ``x = −5``, 3.8e-6 at ``x = −13``). The
+  backward pass gets ``φ = e · M(t) / √(2π)`` from a second 10-term fit ``M(t) = t e^(−a²) /
+  erfc(a)`` (error ≤ 2.4e-7) instead of a second exponential. Measured on ``[−13, 10]``: relative
+  error of ``y`` ≤ 7.3e-7 for ``x ≥ −5`` and ≤ 4.2e-6 below, error of ``dy/dx`` ≤ 1.4e-7 of ``max(1,
+  |dy/dx|)``. Exponents below −87 are flushed to zero (``y = 0`` for ``x`` below about −13.1, where
+  ``|y| < 2e-38``).
+- float64 (``A = 27``, 25 terms, ``Q`` split as ``low(y) + y^13 · high(y)`` so that each Horner
+  loop is unrolled and vectorised; see :func:`_power_pieces`), evaluated in float64 with
+  ``exp_float64`` of degree 13: exponent error ≤ 4.4e-16; measured relative error of ``y``
   ≤ 8.3e-15 on ``[−6, 6]``, ≤ 2.9e-13 down to ``x = −37`` (the rounding of ``x²`` dominates).
 
 Inputs of at least ``_PARALLEL_MIN_ELEMENTS`` elements are split into chunks run in parallel;
@@ -48,7 +58,8 @@ from numba import njit, prange, types
 from numba.extending import overload
 from numpy.polynomial import chebyshev
 
-from .softmax import EXP_TAYLOR_7, EXP_TAYLOR_13, exp_float64, fast_exp
+# exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
+from .softmax import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -58,11 +69,17 @@ _APPROXIMATIONS = ("none", "tanh")
 _CHUNK = 16384
 _PARALLEL_MIN_ELEMENTS = 65536
 
-# Chebyshev coefficients of Q (module docstring), and t_min = 2 / (2 + A), per dtype.
-_Q_FLOAT32 = (-1.3096450346181565, 0.02383535624398739, 0.030554180804515198,
-              -0.0007666414397950006, -0.0008196098659252165, 6.210487040155664e-05,
-              2.6118150838483508e-05, -4.340633270445102e-06, -7.169690811205605e-07,
-              2.544042024773414e-07, 5.447089915729531e-09, -1.2067741101118915e-08)
+# Chebyshev coefficients of Q (module docstring) per dtype, fitted on a <= A.
+_Q_FLOAT32 = (-1.310459558856565, 0.026063538236783524, 0.029159918040133116,
+              -0.0008642750229437341, -0.0007378426184529109, 6.254041498624141e-05,
+              2.161884519626854e-05, -3.968902942054302e-06, -5.068349973854295e-07,
+              2.1108124218053566e-07)
+_A_MAX_FLOAT32 = 9.5
+# float32 only: Chebyshev coefficients of M(t) = t e^(−a²) / erfc(a), fitted on a <= 9.5.
+_MILLS_FLOAT32 = (1.8582094857198341, -0.9750852810948457, 0.11624321620041637,
+                  0.0028973835079408932, -0.002310767147719604, -3.440798255755943e-05,
+                  8.695576577950494e-05, -3.552126411960659e-06, -3.581294508952167e-06,
+                  4.5631189182644784e-07)
 _Q_FLOAT64 = (-1.3052932672098012, 0.013334120192294609, 0.0364555238471708,
               -0.00013130024031883161, -0.0012093639773430405, 4.103935412854443e-05,
               5.164629008370631e-05, -4.9617623171916404e-06, -2.266864148115275e-06,
@@ -72,6 +89,7 @@ _Q_FLOAT64 = (-1.3052932672098012, 0.013334120192294609, 0.0364555238471708,
               -1.5407287088470615e-12, 1.5559107720086511e-13, 5.663430226364271e-14,
               -1.7778599918300037e-14, 3.5013303854395863e-16, 8.033796903807983e-16,
               -1.6770126117963066e-16)
+_A_MAX_FLOAT64 = 27.0
 
 
 def _power_pieces(chebyshev_coeffs: tuple) -> tuple[tuple, tuple]:
@@ -85,26 +103,26 @@ def _power_pieces(chebyshev_coeffs: tuple) -> tuple[tuple, tuple]:
     return tuple(power[:13]), tuple(power[13:]) or (0.0,)
 
 
-def _series(chebyshev_coeffs: tuple, a_max: float, taylor: tuple) -> tuple:
-    """``(low, high, a_max, t_min, 1 / (1 − t_min), taylor)`` for :func:`_normal_cdf`."""
+def _interval_map(a_max: float) -> tuple[float, float]:
+    """``(t_min, 1 / (1 − t_min))`` with ``t_min = 2 / (2 + A)``: maps ``[t_min, 1]`` to
+    ``[−1, 1]`` as ``y = (2t − 1 − t_min) / (1 − t_min)``."""
     t_min = 2.0 / (2.0 + a_max)
-    return (*_power_pieces(chebyshev_coeffs), a_max, t_min, 1.0 / (1.0 - t_min), taylor)
+    return t_min, 1.0 / (1.0 - t_min)
 
 
-# Per dtype: the pieces of Q, its range end A, and the Taylor coefficients of e^r.
-_Q_SERIES = {np.float32: _series(_Q_FLOAT32, 11.0, EXP_TAYLOR_7),
-             np.float64: _series(_Q_FLOAT64, 27.0, EXP_TAYLOR_13)}
-
-
-def _series_of(x):
-    """The ``_Q_SERIES`` entry for the dtype of array ``x`` (in numba code)."""
-    return _Q_SERIES[x.dtype.type]
-
-
-@overload(_series_of, jit_options={"cache": True})
-def _series_of_overload(x):
-    series = _Q_SERIES[np.float32 if x.dtype == types.float32 else np.float64]
-    return lambda x: series
+# float64: (low, high, A, t_min, 1 / (1 − t_min)) for :func:`_normal_cdf_float64`.
+_SERIES_FLOAT64 = (*_power_pieces(_Q_FLOAT64), _A_MAX_FLOAT64, *_interval_map(_A_MAX_FLOAT64))
+# float32: every constant is a float32, so that no operation is promoted to float64.
+_F32 = np.float32
+_Q_POWER_FLOAT32 = tuple(_F32(c) for c in chebyshev.cheb2poly(_Q_FLOAT32))
+_DENSITY_POWER_FLOAT32 = tuple(_F32(c * _INV_SQRT_2PI)
+                               for c in chebyshev.cheb2poly(_MILLS_FLOAT32))
+_T_MIN_FLOAT32, _INV_WIDTH_FLOAT32 = (_F32(v) for v in _interval_map(_A_MAX_FLOAT32))
+# e^(−x²/2) is flushed to zero beyond |x| ≈ 13.1; clamping |x| keeps x² finite.
+_ABS_X_MAX_FLOAT32 = _F32(14.0)
+# |x| + 2^15 − 2^15 rounds |x| <= 14 to a multiple of 2^-8: 12 bits, so its square is exact
+_SPLIT_SHIFT = _F32(2.0**15)
+_ZERO, _HALF, _ONE, _TWO = _F32(0.0), _F32(0.5), _F32(1.0), _F32(2.0)
 
 
 @njit(cache=True, inline="always", error_model="numpy")
@@ -116,52 +134,125 @@ def _horner(coeffs, y):
 
 
 @njit(cache=True, inline="always", error_model="numpy")
-def _normal_cdf(x, series):
+def _estrin_10(coeffs, y):
+    """``Σ coeffs[k] y^k`` for 10 coefficients by Estrin's scheme: a dependency chain of 4
+    multiply-adds instead of Horner's 9, so that more elements are in flight at once."""
+    y_2 = y * y
+    y_4 = y_2 * y_2
+    low = (coeffs[0] + coeffs[1] * y) + (coeffs[2] + coeffs[3] * y) * y_2
+    high = (coeffs[4] + coeffs[5] * y) + (coeffs[6] + coeffs[7] * y) * y_2
+    return (low + high * y_4) + (coeffs[8] + coeffs[9] * y) * (y_4 * y_4)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _normal_cdf_float64(x):
     """Φ(x) for a float64 ``x`` (module docstring): ``½ erfc(|x| / √2)`` or its complement."""
-    low, high, a_max, t_min, inv_width, taylor = series
+    low, high, a_max, t_min, inv_width = _SERIES_FLOAT64
     t = 2.0 / (2.0 + min(abs(x) * _INV_SQRT_2, a_max))
     y = (2.0 * t - 1.0 - t_min) * inv_width  # [t_min, 1] -> [-1, 1]
     y_13 = y * y * y
     y_13 = y_13 * y_13 * y_13 * y_13 * y
     q = _horner(low, y) + y_13 * _horner(high, y)
-    half_erfc = 0.5 * t * exp_float64((1.0 - t) * q - 0.5 * x * x, taylor)
+    half_erfc = 0.5 * t * exp_float64((1.0 - t) * q - 0.5 * x * x, EXP_TAYLOR_13)
     return half_erfc if x < 0.0 else 1.0 - half_erfc
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _erf_forward_span(x, out, start, stop):
-    series = _series_of(x)
-    for i in range(start, stop):
-        value = np.float64(x[i])
-        out[i] = value * _normal_cdf(value, series)
+@njit(cache=True, inline="always", error_model="numpy")
+def _erfc_parts_float32(x):
+    """``(t, e, y)`` for a float32 ``x``, all float32: ``½ erfc(|x| / √2) = ½ t e`` with
+    ``e = exp(−a² + (1 − t) Q)``, and ``y`` the mapped ``t`` (module docstring)."""
+    abs_x = min(abs(x), _ABS_X_MAX_FLOAT32)
+    a = min(abs_x * _F32(_INV_SQRT_2), _F32(_A_MAX_FLOAT32))
+    t = _TWO / (_TWO + a)
+    y = (_TWO * t - _ONE - _T_MIN_FLOAT32) * _INV_WIDTH_FLOAT32  # [t_min, 1] -> [-1, 1]
+    # x² = x_hi² + x_lo (|x| + x_hi): the large part exact, the small one to float32 accuracy
+    x_hi = (abs_x + _SPLIT_SHIFT) - _SPLIT_SHIFT
+    x_lo = abs_x - x_hi
+    small = _HALF * a * t * _estrin_10(_Q_POWER_FLOAT32, y) - _HALF * x_lo * (abs_x + x_hi)
+    return t, exp_float32(small - _HALF * x_hi * x_hi), y
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _exact_gelu_float32(x):
+    """``x Φ(x)``; in the tail ``(x t / 2) e`` keeps every intermediate a normal float32."""
+    t, e, _ = _erfc_parts_float32(x)
+    return (_HALF * x * t) * e if x < _ZERO else x * (_ONE - _HALF * t * e)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _exact_gelu_slope_float32(x):
+    """``Φ(x) + x φ(x)`` with ``φ(x) = e · M(t) / √(2π)``: ``e (½ t + x φ / e)`` for
+    ``x < 0``, ``1 + e (x φ / e − ½ t)`` otherwise."""
+    t, e, y = _erfc_parts_float32(x)
+    x_density_over_e = x * _estrin_10(_DENSITY_POWER_FLOAT32, y)
+    if x < _ZERO:
+        return e * (_HALF * t + x_density_over_e)
+    return _ONE + e * (x_density_over_e - _HALF * t)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _exact_gelu_float64(x):
+    return x * _normal_cdf_float64(x)
+
+
+@njit(cache=True, inline="always", error_model="numpy")
+def _exact_gelu_slope_float64(x):
+    return _normal_cdf_float64(x) + x * _INV_SQRT_2PI * exp_float64(-0.5 * x * x, EXP_TAYLOR_13)
+
+
+def _exact_gelu(x):
+    """``x Φ(x)`` of a float scalar; in numba code dispatched on its dtype."""
+    return (_exact_gelu_float32 if isinstance(x, np.float32) else _exact_gelu_float64)(x)
+
+
+def _exact_gelu_slope(x):
+    """``Φ(x) + x φ(x)`` of a float scalar; in numba code dispatched on its dtype."""
+    float32 = isinstance(x, np.float32)
+    return (_exact_gelu_slope_float32 if float32 else _exact_gelu_slope_float64)(x)
+
+
+@overload(_exact_gelu, inline="always", jit_options={"cache": True})
+def _exact_gelu_overload(x):
+    implementation = _exact_gelu_float32 if x == types.float32 else _exact_gelu_float64
+    return lambda x: implementation(x)
+
+
+@overload(_exact_gelu_slope, inline="always", jit_options={"cache": True})
+def _exact_gelu_slope_overload(x):
+    float32 = x == types.float32
+    implementation = _exact_gelu_slope_float32 if float32 else _exact_gelu_slope_float64
+    return lambda x: implementation(x)
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _erf_backward_span(x, grad, out, start, stop):
-    series = _series_of(x)
-    for i in range(start, stop):
-        value = np.float64(x[i])
-        density = _INV_SQRT_2PI * exp_float64(-0.5 * value * value, series[5])
-        out[i] = grad[i] * (_normal_cdf(value, series) + value * density)
+def _erf_forward_span(x, out):
+    for i in range(x.size):
+        out[i] = _exact_gelu(x[i])
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _tanh_forward_span(x, out, start, stop):
+def _erf_backward_span(x, grad, out):
+    for i in range(x.size):
+        out[i] = grad[i] * _exact_gelu_slope(x[i])
+
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
+def _tanh_forward_span(x, out):
     dtype = x.dtype.type
     one, two = dtype(1.0), dtype(2.0)
     sqrt_2_over_pi, cubic = dtype(_SQRT_2_OVER_PI), dtype(_TANH_CUBIC)
-    for i in range(start, stop):
+    for i in range(x.size):
         u = sqrt_2_over_pi * (x[i] + cubic * x[i] * x[i] * x[i])
         out[i] = x[i] / (one + fast_exp(-two * u))
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _tanh_backward_span(x, grad, out, start, stop):
+def _tanh_backward_span(x, grad, out):
     dtype = x.dtype.type
     one, two = dtype(1.0), dtype(2.0)
     sqrt_2_over_pi, cubic = dtype(_SQRT_2_OVER_PI), dtype(_TANH_CUBIC)
     three_cubic = dtype(3.0 * _TANH_CUBIC)
-    for i in range(start, stop):
+    for i in range(x.size):
         x_sq = x[i] * x[i]
         s = one / (one + fast_exp(-two * sqrt_2_over_pi * (x[i] + cubic * x_sq * x[i])))
         du_dx = sqrt_2_over_pi * (one + three_cubic * x_sq)
@@ -170,14 +261,17 @@ def _tanh_backward_span(x, grad, out, start, stop):
 
 @njit(cache=True, error_model="numpy")
 def _gelu_span(x, grad, out, backward, exact, start, stop):
+    # views from 0: an index that may be negative would need a wraparound select per element,
+    # which keeps the compiler from vectorising the loop
+    x, grad, out = x[start:stop], grad[start:stop], out[start:stop]
     if backward and exact:
-        _erf_backward_span(x, grad, out, start, stop)
+        _erf_backward_span(x, grad, out)
     elif backward:
-        _tanh_backward_span(x, grad, out, start, stop)
+        _tanh_backward_span(x, grad, out)
     elif exact:
-        _erf_forward_span(x, out, start, stop)
+        _erf_forward_span(x, out)
     else:
-        _tanh_forward_span(x, out, start, stop)
+        _tanh_forward_span(x, out)
 
 
 @njit(cache=True, parallel=True)

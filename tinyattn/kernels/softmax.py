@@ -84,7 +84,7 @@ if config.DISABLE_JIT:  # intrinsics only exist in compiled code
 
 
 @njit(cache=True, inline="always")
-def _exp_float32(x):
+def exp_float32(x):
     # e^x = 2^n · e^r with n = round(x / ln2), r = x − n·ln2 in [−ln2/2, ln2/2].
     clamped = min(max(x, _EXP_LOWEST), _EXP_HIGHEST)
     n = np.floor(clamped * _LOG2E + _HALF)
@@ -142,7 +142,7 @@ def fast_exp(x):
 @overload(fast_exp, jit_options={"cache": True})
 def _fast_exp_overload(x):
     if x == types.float32:
-        return lambda x: _exp_float32(x)
+        return lambda x: exp_float32(x)
     return lambda x: exp_float64(x, _EXP64_TAYLOR)
 
 
