@@ -143,11 +143,19 @@ def _smoke_counter_rng(draw):
                                   counter_rng.dropout_keep_mask_numpy(11, 1, 2, 3, 4, 0.5))
 
 
+def _smoke_dropout(draw):
+    from tinyattn.kernels import dropout
+
+    x = draw(3, 4097)  # large enough for several chunks
+    np.testing.assert_array_equal(dropout.dropout_apply(x, 5, 0.25),
+                                  dropout.dropout_apply_numpy(x, 5, 0.25))
+
+
 SMOKE_GROUPS = {
     "matmul": _smoke_matmul, "softmax": _smoke_softmax, "gelu": _smoke_gelu,
     "layer_norm": _smoke_layer_norm, "cross_entropy": _smoke_cross_entropy,
     "embedding": _smoke_embedding, "adamw": _smoke_adamw, "attention": _smoke_attention,
-    "counter_rng": _smoke_counter_rng,
+    "counter_rng": _smoke_counter_rng, "dropout": _smoke_dropout,
 }
 
 

@@ -1,20 +1,13 @@
-"""Helpers shared by the kernel tests: directional gradient check, thread-count runs, and a
-subprocess runner with numba's bounds checking switched on."""
+"""Helpers shared by the kernel tests: a directional gradient check and thread-count runs."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import textwrap
 from collections.abc import Callable
 from contextlib import contextmanager
-from pathlib import Path
 
 import numba
 import numpy as np
 
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 DTYPES = (np.float32, np.float64)
 
 
@@ -49,18 +42,3 @@ def numba_threads(count: int):
         yield
     finally:
         numba.set_num_threads(previous)
-
-
-def run_with_boundscheck(script: str, tmp_path: Path) -> subprocess.CompletedProcess:
-    """Run ``script`` in a fresh interpreter with ``NUMBA_BOUNDSCHECK=1``.
-
-    The numba cache goes to ``tmp_path`` so that kernels compiled without bounds checks are
-    not loaded from the project cache (and the checked ones do not end up in it).
-    """
-    env = dict(os.environ)
-    env["NUMBA_BOUNDSCHECK"] = "1"
-    env["NUMBA_CACHE_DIR"] = str(tmp_path / "numba_cache")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT_ROOT),
-                                                      env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-c", textwrap.dedent(script)], env=env,
-                          capture_output=True, text=True, timeout=240, check=False)
