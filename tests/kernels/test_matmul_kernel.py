@@ -8,7 +8,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -146,29 +145,6 @@ def test_results_are_bitwise_deterministic(dtype):
     first = matmul(a, b)
     for _ in range(3):
         np.testing.assert_array_equal(matmul(a, b), first)
-
-
-@pytest.mark.parametrize("dtype", DTYPES)
-def test_results_do_not_depend_on_thread_count(dtype):
-    """The row blocks of the parallel loop follow the thread count; the sums must not.
-
-    Transposed A and B with ``k`` over two k-blocks go through both packing orders.
-    """
-    rng = np.random.default_rng(7)
-    a = random(rng, (2, 600, 131), dtype).swapaxes(-1, -2)  # (2, 131, 600), rows adjacent
-    b = random(rng, (77, 600), dtype).T  # (600, 77), k adjacent
-    before = numba.get_num_threads()
-    results = []
-    try:
-        for threads in sorted({1, numba.config.NUMBA_NUM_THREADS}):
-            numba.set_num_threads(threads)
-            results.append(matmul(a, b))
-            results.append(matmul(np.ascontiguousarray(a), np.ascontiguousarray(b)))
-    finally:
-        numba.set_num_threads(before)
-    for result in results[1:]:
-        np.testing.assert_array_equal(result, results[0])
-    assert_matches_numpy(a, b)
 
 
 def test_mismatched_inner_dims_raise_value_error():

@@ -22,32 +22,27 @@ only if every value loaded is reused from registers many times. The kernel is bu
   They read and write through numba's own item-pointer code, so ``NUMBA_BOUNDSCHECK=1``
   checks them (both ends of every vector) like any other index.
 * **Packing.** The tile wants, for each ``p``, 6 values of A and 16 (8) of B side by side.
-  :func:`_pack_panel` copies B into *panels* ``(batch, ceil(N/NR), K, NR)`` and A, one
-  k-block at a time, into panels ``(rows of a task / MR, kc, MR)``, zero padded to whole
-  panels: every load of the tile is then
+  :func:`_pack` copies A into *panels* ``(batch, ceil(M/MR), K, MR)`` and B into
+  ``(batch, ceil(N/NR), K, NR)``, zero padded to whole panels: every load of the tile is then
   from one sequential stream, whatever the strides of the inputs. Without packing, rows of A
   or B that are a power-of-two number of bytes apart (K or N = 256, 512, ...) fall into the
   same L1 sets and evict each other (measured on an unpacked float64 prototype: 6 GF/s with A
   row-major, 18 with A column-major); reading A unpacked with B packed measured no faster
-  than packing both. Packing reads each input in its own memory order (along ``k`` for rows
-  contiguous in ``k``, across it for the transposed layout), so a transposed view (``x.T``,
-  the autograd backward's ``g @ Wᵀ`` and ``Xᵀ @ g``) is packed directly, without a copy first.
+  than packing both. Packing reads each
+  input in its own memory order (:func:`_pack_along_k` for rows contiguous in ``k``,
+  :func:`_pack_across_k` for the transposed layout), so a transposed view (``x.T``, the
+  autograd backward's ``g @ Wᵀ`` and ``Xᵀ @ g``) is packed directly, without a copy first.
   It costs ``M·K + K·N`` copies against ``M·N·K`` FMAs. The padded entries of A and B only
   land in rows/columns of C that are not written, so inf and NaN propagate exactly as in
   the unpadded product.
 * **k-blocking.** ``k`` is cut into equal blocks of at most 256 values, so that one B
   micro-panel (``256 × NR``: 16 KiB) stays in the 32 KiB L1 while it meets every A panel of
-  its task, and a task's packed ``72 × 256`` block of A stays in L2.
-* **Parallel strategy: one launch.** A parallel region costs ~10–20 µs to start on an idle
-  machine and a scheduler time slice (milliseconds) on a loaded one, so
-  :func:`_gemm_packed` does packing and product in one call: B is packed first (serially
-  when small), then ``prange`` runs over blocks of at most ``MC`` = 12 micro-tile rows of C
-  *across the whole batch* (64 small attention matmuls are one parallel loop with no
-  per-matrix Python overhead). Each task packs its own rows of A, so each row of A is
-  packed exactly once, by the thread that uses it; row blocks are sized so that their count
-  is a multiple of the thread count. Each output element is owned by one task, which adds
-  the k-blocks in order through the same micro-tile whatever the blocking: results are
-  bitwise identical run to run and for any thread count.
+  its task, and a task's ``72 × 256`` slice of A stays in L2.
+* **Parallel strategy.** :func:`_gemm_packed` runs ``prange`` over independent output blocks
+  of ``MC × NC`` = 12 × 8 micro-tiles *across the whole batch*, so 64 small attention
+  matmuls are one parallel loop with no per-matrix Python overhead. Each output element is
+  owned by one task, which adds the k-blocks in order: results are bitwise identical run to
+  run and for any thread count.
 * **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, fewer than ``MR`` rows, or
   any product when ``NUMBA_DISABLE_JIT=1`` turns the vector intrinsics off)
   skip packing and threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over
@@ -63,16 +58,16 @@ from __future__ import annotations
 
 import numpy as np
 from llvmlite import ir
-from numba import config, get_num_threads, njit, prange, types
+from numba import config, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 MR = 6  # rows of C per micro-tile
 _VECTOR_BYTES = 32  # one AVX2 register; a micro-tile is MR rows × 2 vectors of C
 _KC_MAX = 256  # longest k-block: a 256 × NR panel of B is 16 KiB
-_MC_PANELS = 12  # most micro-tile rows per parallel task: 72 rows of C
+_MC_PANELS = 12  # micro-tile rows per parallel task: 72 rows of C
+_NC_PANELS = 8  # micro-tile columns per parallel task: 128 (float32) or 64 (float64) columns
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
-_SERIAL_PACK = 1 << 17  # pack B serially up to this many elements (a parallel launch costs more)
 
 
 def matmul_numpy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -133,15 +128,9 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         nr = 2 * _VECTOR_BYTES // a.itemsize
         k_blocks = -(-k // _KC_MAX)
         kc = -(-k // k_blocks)
-        b_t = b3.swapaxes(1, 2)  # B read as Bᵀ: (batch_b, N, K)
-        b_packed = np.empty((b3.shape[0], -(-n // nr), k, nr), a.dtype)  # (batch_b, N/NR, K, NR)
-        m_panels = -(-m // MR)
-        threads = get_num_threads()
-        tasks = a_index.size * -(-m_panels // _MC_PANELS)  # row blocks of at most MC panels
-        tasks = -(-tasks // threads) * threads  # a whole number of rounds of the threads
-        m_blocks = min(m_panels, -(-tasks // a_index.size))
-        _gemm_packed(a3, a3[0].flags.c_contiguous, b_t, b3[0].flags.f_contiguous, b_packed,
-                     a_index, b_index, out, kc, -(-m_panels // m_blocks))
+        a_packed = _pack(a3, MR)  # (batch_a, M panels, K, MR)
+        b_packed = _pack(b3.swapaxes(1, 2), nr)  # B read as Bᵀ: (batch_b, N panels, K, NR)
+        _gemm_packed(a_packed, b_packed, a_index, b_index, out, kc)
     return out.reshape(out_shape)
 
 
@@ -159,25 +148,51 @@ def _stack_of_matrices(x: np.ndarray) -> np.ndarray:
     return x3
 
 
-@njit(cache=True)
-def _pack_panel(x, b, r0, p0, p1, along_k, panel):
-    """``panel[p - p0, r] = x[b, r0 + r, p]`` for ``p0 <= p < p1``, zero where ``x`` has no row.
+def _pack(x3: np.ndarray, width: int) -> np.ndarray:
+    """Panels ``(batch, ceil(rows / width), k, width)`` of ``x3 (batch, rows, k)``.
 
-    ``x`` is ``(batch, rows, k)`` with any strides; ``along_k`` says its ``k`` axis is the
-    unit-stride one, so each row is read in order, otherwise each ``p`` reads adjacent rows.
+    ``packed[b, s, p, r] = x3[b, s·width + r, p]``, zero where ``x3`` has no row.
     """
-    width = panel.shape[1]
-    valid = min(width, x.shape[1] - r0)
-    block = x[b, r0:r0 + valid, p0:p1]  # (valid, p1 - p0): zero-based indices, no wrap-around
-    if along_k:
-        for r in range(valid):
-            for p in range(p1 - p0):
-                panel[p, r] = block[r, p]
+    batch, rows, k = x3.shape
+    packed = np.empty((batch, -(-rows // width), k, width), x3.dtype)
+    if x3[0].flags.c_contiguous:
+        _pack_along_k(x3, packed)
     else:
-        for p in range(p1 - p0):
-            for r in range(valid):
-                panel[p, r] = block[r, p]
-    panel[:p1 - p0, valid:] = 0
+        _pack_across_k(x3.swapaxes(1, 2), packed)  # (batch, k, rows), rows adjacent
+    return packed
+
+
+@njit(parallel=True, cache=True)
+def _pack_along_k(x, packed):
+    """``packed[b, s, p, r] = x[b, s·width + r, p]`` reading each row of ``x`` in order."""
+    batch, rows, k = x.shape
+    panels, width = packed.shape[1], packed.shape[3]
+    for task in prange(batch * panels):
+        b = task // panels
+        s = task % panels
+        panel = packed[b, s]  # (k, width)
+        valid = min(width, rows - s * width)
+        for r in range(valid):
+            row = x[b, s * width + r]
+            for p in range(k):
+                panel[p, r] = row[p]
+        panel[:, valid:] = 0
+
+
+@njit(parallel=True, cache=True)
+def _pack_across_k(x_t, packed):
+    """``packed[b, s, p, r] = x_t[b, p, s·width + r]`` for ``x_t`` with rows adjacent in memory."""
+    batch, k, rows = x_t.shape
+    panels, width = packed.shape[1], packed.shape[3]
+    for task in prange(batch * panels):
+        b = task // panels
+        s = task % panels
+        panel = packed[b, s]  # (k, width)
+        r0 = s * width
+        valid = min(width, rows - r0)
+        for p in range(k):
+            panel[p, :valid] = x_t[b, p, r0:r0 + valid]
+        panel[:, valid:] = 0
 
 
 class _Vector(types.Type):
@@ -291,12 +306,11 @@ def _vfma(typingctx, a, b, c):
 
 @njit(cache=True)
 def _micro_tile(a_panel, b_panel, p0, p1, c, i0, j0, accumulate):
-    """``c[i0:i0+6, j0:j0+NR] (+)= a_panel[:p1-p0]ᵀ-outer-b_panel[p0:p1]``.
+    """``c[i0:i0+6, j0:j0+NR] (+)= a_panel[p0:p1]ᵀ-outer-b_panel[p0:p1]``.
 
-    ``c[i0+r, j0+j] = Σ_{p0<=p<p1} a_panel[p-p0, r] · b_panel[p, j]`` (``a_panel`` holds one
-    k-block, ``b_panel`` all of ``k``), added to the tile's current values when ``accumulate``.
-    ``cRV`` holds row ``r``, vector ``V`` (columns ``j0 + V·lanes ...``) of the tile, in a
-    register for the whole loop (see module doc).
+    ``c[i0+r, j0+j] = Σ_{p0<=p<p1} a_panel[p, r] · b_panel[p, j]``, added to the tile's current
+    values when ``accumulate``. ``cRV`` holds row ``r``, vector ``V`` (columns
+    ``j0 + V·lanes ...``) of the tile, in a register for the whole loop (see module doc).
     """
     lanes = b_panel.shape[1] // 2
     j1 = j0 + lanes
@@ -309,20 +323,20 @@ def _micro_tile(a_panel, b_panel, p0, p1, c, i0, j0, accumulate):
         c50, c51 = _vload(c, i0 + 5, j0), _vload(c, i0 + 5, j1)
     else:
         c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _vzero(c)
-    for q in range(p1 - p0):
-        b0 = _vload(b_panel, p0 + q, 0)
-        b1 = _vload(b_panel, p0 + q, lanes)
-        a0 = _vsplat(a_panel, q, 0)
+    for p in range(p0, p1):
+        b0 = _vload(b_panel, p, 0)
+        b1 = _vload(b_panel, p, lanes)
+        a0 = _vsplat(a_panel, p, 0)
         c00, c01 = _vfma(a0, b0, c00), _vfma(a0, b1, c01)
-        a1 = _vsplat(a_panel, q, 1)
+        a1 = _vsplat(a_panel, p, 1)
         c10, c11 = _vfma(a1, b0, c10), _vfma(a1, b1, c11)
-        a2 = _vsplat(a_panel, q, 2)
+        a2 = _vsplat(a_panel, p, 2)
         c20, c21 = _vfma(a2, b0, c20), _vfma(a2, b1, c21)
-        a3 = _vsplat(a_panel, q, 3)
+        a3 = _vsplat(a_panel, p, 3)
         c30, c31 = _vfma(a3, b0, c30), _vfma(a3, b1, c31)
-        a4 = _vsplat(a_panel, q, 4)
+        a4 = _vsplat(a_panel, p, 4)
         c40, c41 = _vfma(a4, b0, c40), _vfma(a4, b1, c41)
-        a5 = _vsplat(a_panel, q, 5)
+        a5 = _vsplat(a_panel, p, 5)
         c50, c51 = _vfma(a5, b0, c50), _vfma(a5, b1, c51)
     _vstore(c, i0, j0, c00)
     _vstore(c, i0, j1, c01)
@@ -339,57 +353,39 @@ def _micro_tile(a_panel, b_panel, p0, p1, c, i0, j0, accumulate):
 
 
 @njit(parallel=True, cache=True)
-def _gemm_packed(a, a_along_k, b_t, b_along_k, b_packed, a_index, b_index, out, kc, mc_panels):
-    """``out[o] = a[a_index[o]] @ b_tᵀ[b_index[o]]``, packing and multiplying in one launch.
+def _gemm_packed(a_packed, b_packed, a_index, b_index, out, kc):
+    """``out[o] = A[a_index[o]] @ B[b_index[o]]`` from packed panels, parallel over C blocks.
 
-    ``a`` is ``(batch_a, M, K)`` and ``b_t`` is ``(batch_b, N, K)`` with any strides
-    (``*_along_k``: the ``k`` axis has unit stride). B is packed first into ``b_packed``
-    ``(batch_b, N panels, K, NR)``, serially when small. Each parallel task then owns
-    ``mc_panels · MR`` rows of one output matrix; it packs those rows of A one k-block at a
-    time into its own ``(mc_panels, kc, MR)`` buffer, so A's packing is spread over the tasks
-    instead of needing a launch of its own, and each row of A is packed once. Full micro-tiles
-    are computed in place in ``out``; tiles on the bottom/right edge go through an
-    ``(MR, NR)`` scratch tile, of which only the part inside ``out`` is copied.
+    Full micro-tiles are computed in place in ``out``; tiles on the bottom/right edge go through
+    an ``(MR, NR)`` scratch tile, of which only the part inside ``out`` is copied.
     """
     batch, m, n = out.shape
-    k = a.shape[2]
+    m_panels, k = a_packed.shape[1], a_packed.shape[2]
     n_panels, nr = b_packed.shape[1], b_packed.shape[3]
-    b_tasks = b_packed.shape[0] * n_panels
-    if b_packed.size <= _SERIAL_PACK:
-        for task in range(b_tasks):
-            _pack_panel(b_t, task // n_panels, task % n_panels * nr, 0, k, b_along_k,
-                        b_packed[task // n_panels, task % n_panels])
-    else:
-        for task in prange(b_tasks):
-            _pack_panel(b_t, task // n_panels, task % n_panels * nr, 0, k, b_along_k,
-                        b_packed[task // n_panels, task % n_panels])
-    m_panels = -(-m // MR)
-    m_blocks = -(-m_panels // mc_panels)
-    for task in prange(batch * m_blocks):
-        o = task // m_blocks
-        mb = task % m_blocks
+    m_blocks = -(-m_panels // _MC_PANELS)
+    n_blocks = -(-n_panels // _NC_PANELS)
+    for task in prange(batch * m_blocks * n_blocks):
+        o = task // (m_blocks * n_blocks)
+        mb = task // n_blocks % m_blocks
+        nb = task % n_blocks
+        a_panels = a_packed[a_index[o]]  # (M panels, K, MR)
         b_panels = b_packed[b_index[o]]  # (N panels, K, NR)
         c = out[o]  # (M, N)
-        a_block = np.empty((mc_panels, kc, MR), out.dtype)
         edge = np.empty((MR, nr), out.dtype)
-        ip0, ip1 = mb * mc_panels, min((mb + 1) * mc_panels, m_panels)
         for p0 in range(0, k, kc):
             p1 = min(p0 + kc, k)
-            for ip in range(ip0, ip1):
-                _pack_panel(a, a_index[o], ip * MR, p0, p1, a_along_k, a_block[ip - ip0])
-            for jp in range(n_panels):
+            for jp in range(nb * _NC_PANELS, min((nb + 1) * _NC_PANELS, n_panels)):
                 j0 = jp * nr
                 cols = min(nr, n - j0)
-                for ip in range(ip0, ip1):
+                for ip in range(mb * _MC_PANELS, min((mb + 1) * _MC_PANELS, m_panels)):
                     i0 = ip * MR
                     rows = min(MR, m - i0)
-                    a_panel = a_block[ip - ip0]  # (kc, MR)
                     if rows == MR and cols == nr:
-                        _micro_tile(a_panel, b_panels[jp], p0, p1, c, i0, j0, p0 > 0)
+                        _micro_tile(a_panels[ip], b_panels[jp], p0, p1, c, i0, j0, p0 > 0)
                     else:
                         if p0 > 0:
                             edge[:rows, :cols] = c[i0:i0 + rows, j0:j0 + cols]
-                        _micro_tile(a_panel, b_panels[jp], p0, p1, edge, 0, 0, p0 > 0)
+                        _micro_tile(a_panels[ip], b_panels[jp], p0, p1, edge, 0, 0, p0 > 0)
                         c[i0:i0 + rows, j0:j0 + cols] = edge[:rows, :cols]
 
 
