@@ -11,6 +11,7 @@
 from . import functional, inspect, memory, models, nn, optim
 from . import functional as F
 from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
+from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
 from .gradcheck import GradcheckError, gradcheck
 from .models import TransformerLM
 from .ops import (
@@ -30,22 +31,7 @@ from .ops import (
     where,
 )
 from .random import manual_seed
-from .tensor import (
-    Tensor,
-    arange,
-    bool_,
-    float32,
-    float64,
-    full,
-    int64,
-    ones,
-    ones_like,
-    rand,
-    randn,
-    tensor,
-    zeros,
-    zeros_like,
-)
+from .tensor import Tensor, bool_, float32, float64, int64
 
 __version__ = "0.1.0"
 

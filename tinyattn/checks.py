@@ -23,10 +23,11 @@ import numpy as np
 from . import functional as F
 from . import nn, ops
 from .autograd import no_grad
+from .creation import tensor
 from .gradcheck import gradcheck
 from .models import TransformerLM, TransformerLMConfig
 from .random import manual_seed
-from .tensor import Tensor, tensor
+from .tensor import Tensor
 
 
 @dataclass

@@ -8,9 +8,10 @@ import numpy as np
 
 from . import functional as F
 from .autograd import no_grad
+from .creation import arange
 from .nn import Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, TransformerBlock
 from .random import generator
-from .tensor import Tensor, arange
+from .tensor import Tensor
 
 
 @dataclass

@@ -25,13 +25,14 @@ from tqdm.auto import tqdm
 
 from . import inspect
 from .autograd import no_grad
+from .creation import arange
 from .models import TransformerLM, TransformerLMConfig
 from .nn import Module, load
 from .nn.utils import clip_grad_norm_
 from .optim import AdamW, CosineWarmup
 from .random import manual_seed
 from .tasks import IGNORE_INDEX, CharDataset, SequenceTask, TaskData
-from .tensor import Tensor, arange
+from .tensor import Tensor
 
 Batch = tuple[np.ndarray, np.ndarray]
 History = dict[str, list[tuple[int, float]]]

@@ -33,8 +33,9 @@ from typing import Any, TextIO
 import numpy as np
 
 from . import functional as F
+from .creation import tensor
 from .inspect import trace
-from .tensor import Tensor, tensor
+from .tensor import Tensor
 
 SEED_TOKENS = ("Your", "journey", "starts", "with", "one", "step")
 SEED_EMBEDDINGS = (
