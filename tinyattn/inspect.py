@@ -155,19 +155,7 @@ def trace(loss: Tensor, gradient: Any = None, retain_graph: bool = False) -> Tra
         raise TypeError(f"trace: expected a Tensor, got {type(loss).__name__}")
     if not loss.requires_grad:
         raise RuntimeError("trace: the tensor does not require grad, so there is nothing to trace")
-    if gradient is None:
-        if loss.numel() != 1:
-            raise RuntimeError(
-                f"trace: a gradient is needed for a non-scalar output of shape {loss.shape}"
-            )
-        seed = np.ones(loss.shape, dtype=loss.dtype)
-    else:
-        seed = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient)
-        if seed.shape != loss.shape:
-            raise ValueError(
-                f"trace: gradient has shape {seed.shape} but the output has shape {loss.shape}"
-            )
-        seed = seed.astype(loss.dtype, copy=False)
+    seed = loss._seed_gradient("trace", gradient)
     record = Trace()
     autograd.backward(loss, seed, retain_graph=retain_graph, on_node=record._record)
     return record

@@ -170,22 +170,26 @@ class Tensor:
                 "backward: this tensor does not require grad and has no grad_fn "
                 "(did an input have requires_grad=True, and was grad mode on?)"
             )
+        grad = self._seed_gradient("backward", gradient)
+        autograd.backward(self, grad, retain_graph=retain_graph)
+
+    def _seed_gradient(self, op: str, gradient: Any) -> np.ndarray:
+        """The gradient a backward pass starts from: ones for a one-element tensor, else
+        ``gradient`` checked against this tensor's shape and cast to its dtype."""
         if gradient is None:
             if self.data.size != 1:
                 raise RuntimeError(
-                    f"backward: grad can be implicitly created only for one-element outputs; "
+                    f"{op}: grad can be implicitly created only for one-element outputs; "
                     f"this tensor has shape {self.shape}, so pass gradient= of that shape"
                 )
-            grad = np.ones(self.shape, dtype=self.dtype)
-        else:
-            grad = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient)
-            if grad.shape != self.shape:
-                raise ValueError(
-                    f"backward: gradient has shape {grad.shape} but the tensor has shape "
-                    f"{self.shape}; they must match"
-                )
-            grad = grad.astype(self.dtype, copy=False)
-        autograd.backward(self, grad, retain_graph=retain_graph)
+            return np.ones(self.shape, dtype=self.dtype)
+        grad = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient)
+        if grad.shape != self.shape:
+            raise ValueError(
+                f"{op}: gradient has shape {grad.shape} but the tensor has shape "
+                f"{self.shape}; they must match"
+            )
+        return grad.astype(self.dtype, copy=False)
 
     def _accumulate_grad(self, grad: np.ndarray) -> None:
         if self.grad is None:
