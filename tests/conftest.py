@@ -17,6 +17,6 @@ def _grad_mode_is_not_leaked():
     yield
     leaked_grad = not ta.is_grad_enabled()
     leaked_anomaly = autograd.is_anomaly_enabled()
-    autograd._set_grad_enabled(True)
+    autograd.grad_mode._set_grad_enabled(True)
     assert not leaked_grad, "the test left grad mode off (a no_grad() region was not exited)"
     assert not leaked_anomaly, "the test left detect_anomaly on"

@@ -228,7 +228,7 @@ def test_sdpa_bad_options_raise_clear_errors(kwargs, error, match):
 
 def test_sdpa_bad_shapes_and_dtypes_raise_clear_errors():
     q, k, v = qkv(L=3, S=4, E=3, Ev=2)
-    with pytest.raises(ValueError, match="same feature size E"):
+    with pytest.raises(ValueError, match="same feature size D"):
         sdpa(q, leaf((1, 2, 4, 5), 0), v)
     with pytest.raises(ValueError, match="same length S"):
         sdpa(q, k, leaf((1, 2, 6, 2), 0))
@@ -374,7 +374,7 @@ def test_attention_dropout_only_in_training_mode():
         (lambda: ta.nn.MultiHeadAttention(10, 3), "10 must be divisible by num_heads 3"),
         (lambda: ta.nn.MultiHeadAttention(0, 1), "embed_dim must be a positive int"),
         (lambda: ta.nn.MultiHeadAttention(4, -2), "num_heads must be a positive int"),
-        (lambda: ta.nn.MultiHeadAttention(4, 2, dropout=1.0), r"dropout .* \[0, 1\)"),
+        (lambda: ta.nn.MultiHeadAttention(4, 2, dropout=1.5), r"dropout .* \[0, 1\]"),
         (lambda: ta.nn.SelfAttention(4, 0), "d_out"),
         (lambda: ta.nn.MultiHeadAttentionWrapper(4, 2, 0), "num_heads"),
         (lambda: ta.nn.TransformerBlock(4, 2, mlp_ratio=0), "mlp_ratio"),

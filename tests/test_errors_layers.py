@@ -41,7 +41,7 @@ def _backward_twice() -> None:
     loss.backward()
 
 
-Q = ta.zeros(2, 2, 3, 4)  # (B, H, L, E)
+Q = ta.zeros(2, 2, 3, 4)  # (B, H, T, D)
 
 CASES = [
     # (id, callable, exception type, regex the message must match, PyTorch call or None)
@@ -50,10 +50,10 @@ CASES = [
      r"expected input.shape\[-1\] == in_features == 4",
      lambda t: t.nn.Linear(4, 3)(t.ones(2, 5))),
     ("linear-int-input", lambda: nn.Linear(4, 3)(ta.arange(8).reshape(2, 4)), TypeError,
-     r"linear: input must be a float tensor, got dtype int64",
+     r"linear: input must be a floating point tensor, got dtype int64",
      lambda t: t.nn.Linear(4, 3)(t.arange(8).reshape(2, 4))),
     ("linear-bool-input", lambda: nn.Linear(4, 3)(ta.ones(2, 4) > 0), TypeError,
-     r"linear: input must be a float tensor, got dtype bool",
+     r"linear: input must be a floating point tensor, got dtype bool",
      lambda t: t.nn.Linear(4, 3)(t.ones(2, 4) > 0)),
     ("linear-bias-shape", lambda: F.linear(ta.ones(2, 4), ta.ones(3, 4), ta.ones(4)),
      ValueError, r"linear: bias must have shape \(out_features,\) = \(3,\) .* got \(4,\)",
@@ -63,7 +63,7 @@ CASES = [
      r"expected shape \(\.\.\., 4\)",
      lambda t: t.nn.LayerNorm(4)(t.ones(2, 5))),
     ("layernorm-int-input", lambda: nn.LayerNorm(4)(ta.arange(8).reshape(2, 4)), TypeError,
-     r"layer_norm: input must be a float Tensor, got Tensor of dtype int64",
+     r"layer_norm: input must be a floating point tensor, got dtype int64",
      lambda t: t.nn.LayerNorm(4)(t.arange(8).reshape(2, 4))),
     ("layernorm-weight-shape",
      lambda: F.layer_norm(ta.ones(2, 4), (4,), weight=ta.ones(3)), ValueError,
@@ -77,7 +77,7 @@ CASES = [
      r"embedding: index -1 is out of range for a table of 5 embeddings",
      lambda t: t.nn.Embedding(5, 3)(t.tensor([[1, -1]]))),
     ("embedding-float-indices", lambda: nn.Embedding(5, 3)(ta.tensor([[1.0, 2.0]])), TypeError,
-     r"embedding: input must hold integer indices, got dtype float32",
+     r"embedding: expected integer indices \(Long or Int\), got dtype float32",
      lambda t: t.nn.Embedding(5, 3)(t.tensor([[1.0, 2.0]]))),
     ("embedding-padding-idx", lambda: nn.Embedding(5, 3, padding_idx=5), ValueError,
      r"Embedding: padding_idx 5 is out of range for 5 embeddings "
@@ -92,9 +92,10 @@ CASES = [
      lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, -1, 1])), IndexError,
      r"cross_entropy: target value -1 is out of range for 4 classes",
      lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0, -1, 1]))),
-    ("cross-entropy-float-target",
-     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0.0, 1.0, 1.0])), TypeError,
-     r"cross_entropy: target must hold integer class indices, got dtype float32", None),
+    ("cross-entropy-probability-target-shape",
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0.0, 1.0, 1.0])), ValueError,
+     r"cross_entropy: class-probability targets must have the input's shape \(3, 4\), got "
+     r"\(3,\)", lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0., 1., 1.]))),
     ("cross-entropy-target-shape",
      lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, 1])), ValueError,
      r"cross_entropy: input of shape \(3, 4\) needs a target of shape \(3,\), "
@@ -102,7 +103,7 @@ CASES = [
      lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0, 1]))),
     ("cross-entropy-int-logits",
      lambda: F.cross_entropy(ta.arange(12).reshape(3, 4), ta.tensor([0, 1, 1])), TypeError,
-     r"cross_entropy: input must be a float Tensor of logits, got Tensor of dtype int64",
+     r"cross_entropy: input must be a floating point tensor, got dtype int64",
      lambda t: t.nn.functional.cross_entropy(t.arange(12).reshape(3, 4), t.tensor([0, 1, 1]))),
     ("dropout-p-above-one", lambda: F.dropout(ta.ones(3), p=1.5), ValueError,
      r"dropout: dropout probability p must be in \[0, 1\], got 1.5",
@@ -111,19 +112,19 @@ CASES = [
      r"Dropout: dropout probability p must be in \[0, 1\], got -0.1",
      lambda t: t.nn.Dropout(-0.1)),
     ("dropout-p-nan", lambda: nn.Dropout(float("nan")), ValueError,
-     r"Dropout: dropout probability p must be in \[0, 1\], got nan", None),
+     r"Dropout: dropout probability p must be a finite number, got nan", None),
     ("dropout-int-input", lambda: F.dropout(ta.arange(3)), TypeError,
-     r"dropout: input must be a float Tensor, got Tensor of dtype int64", None),
+     r"dropout: input must be a floating point tensor, got dtype int64", None),
     ("mha-heads-do-not-divide", lambda: nn.MultiHeadAttention(10, 3), ValueError,
      r"MultiHeadAttention: embed_dim 10 must be divisible by num_heads 3",
      lambda t: t.nn.MultiheadAttention(10, 3)),
     ("mha-dropout", lambda: nn.MultiHeadAttention(8, 2, dropout=1.5), ValueError,
-     r"MultiHeadAttention: dropout must be a probability in \[0, 1\), got 1.5", None),
+     r"MultiHeadAttention: dropout must be in \[0, 1\], got 1.5", None),
     ("mha-features", lambda: nn.MultiHeadAttention(8, 2)(ta.ones(2, 3, 6)), ValueError,
      r"MultiHeadAttention: query must have shape \(B, T, 8\) or \(T, 8\), got \(2, 3, 6\)",
      lambda t: t.nn.MultiheadAttention(8, 2, batch_first=True)(*[t.ones(2, 3, 6)] * 3)),
     ("mha-int-query", lambda: nn.MultiHeadAttention(8, 2)(ta.arange(48).reshape(2, 3, 8)),
-     TypeError, r"MultiHeadAttention: query must be a float tensor, got dtype int64",
+     TypeError, r"MultiHeadAttention: query must be a floating point tensor, got dtype int64",
      lambda t: t.nn.MultiheadAttention(8, 2, batch_first=True)(
          *[t.arange(48).reshape(2, 3, 8)] * 3)),
     ("mha-key-padding-mask-shape",
@@ -151,16 +152,16 @@ CASES = [
      r"SelfAttention: x must have shape \(B, T, 8\) or \(T, 8\), got \(2, 3, 5\)", None),
     ("self-attention-int-input",
      lambda: nn.SelfAttention(8, 4)(ta.arange(48).reshape(2, 3, 8)), TypeError,
-     r"SelfAttention: x must be a float tensor, got dtype int64", None),
+     r"SelfAttention: x must be a floating point tensor, got dtype int64", None),
     ("sdpa-mask-shape",
      lambda: F.scaled_dot_product_attention(Q, Q, Q, attn_mask=ta.ones(3, 4) > 0), ValueError,
      r"scaled_dot_product_attention: attn_mask of shape \(3, 4\) does not broadcast to the "
-     r"scores' shape \(\.\.\., L, S\) = \(2, 2, 3, 3\)",
+     r"scores' shape \(\.\.\., H, T, S\) = \(2, 2, 3, 3\)",
      lambda t: t.nn.functional.scaled_dot_product_attention(
          *[t.zeros(2, 2, 3, 4)] * 3, attn_mask=t.ones(3, 4) > 0)),
     ("sdpa-mask-int",
      lambda: F.scaled_dot_product_attention(Q, Q, Q, attn_mask=ta.zeros(3, 3).to(ta.int64)),
-     TypeError, r"scaled_dot_product_attention: attn_mask must be boolean or have the query's "
+     TypeError, r"scaled_dot_product_attention: attn_mask must be bool or have the query's "
      r"dtype float32, got int64",
      lambda t: t.nn.functional.scaled_dot_product_attention(
          *[t.zeros(2, 2, 3, 4)] * 3, attn_mask=t.zeros(3, 3, dtype=t.int64))),
@@ -169,8 +170,8 @@ CASES = [
      r"got 1.2", None),
     ("sdpa-feature-size",
      lambda: F.scaled_dot_product_attention(Q, ta.zeros(2, 2, 3, 5), Q), ValueError,
-     r"scaled_dot_product_attention: query \(\.\.\., L, E\) = \(2, 2, 3, 4\) and key "
-     r"\(\.\.\., S, E\) = \(2, 2, 3, 5\) must have the same feature size E",
+     r"scaled_dot_product_attention: query \(\.\.\., T, D\) = \(2, 2, 3, 4\) and key "
+     r"\(\.\.\., S, D\) = \(2, 2, 3, 5\) must have the same feature size D",
      lambda t: t.nn.functional.scaled_dot_product_attention(
          t.zeros(2, 2, 3, 4), t.zeros(2, 2, 3, 5), t.zeros(2, 2, 3, 4))),
     ("sdpa-mixed-dtypes", lambda: F.scaled_dot_product_attention(Q, Q.double(), Q), TypeError,
@@ -180,7 +181,7 @@ CASES = [
          t.zeros(2, 2, 3, 4), t.zeros(2, 2, 3, 4, dtype=t.float64), t.zeros(2, 2, 3, 4))),
     ("sdpa-int-query",
      lambda: F.scaled_dot_product_attention(*[ta.arange(8).reshape(1, 2, 4)] * 3), TypeError,
-     r"scaled_dot_product_attention: query must be a float tensor, got dtype int64", None),
+     r"scaled_dot_product_attention: query must be a floating point tensor, got dtype int64", None),
     ("transformer-block-features", lambda: nn.TransformerBlock(8, 2)(ta.ones(2, 3, 6)),
      ValueError, r"layer_norm: input of shape \(2, 3, 6\) does not end in normalized_shape "
      r"\(8,\)", None),
@@ -265,33 +266,36 @@ def test_pytorch_rejects_the_same_call(case):
         case[4](torch)
 
 
-# ---- mixed float32/float64: defined behaviour -------------------------------------------------
-# Elementwise ops, matmul, linear and layer_norm promote as numpy does (float32 with float64
-# gives float64); gradients come back in each input's own dtype. Python and numpy scalars do
-# not promote a tensor. scaled_dot_product_attention refuses mixed q/k/v (a TypeError, as
-# PyTorch does), since its kernel runs in one dtype.
+# ---- mixed dtypes: PyTorch's rules ------------------------------------------------------------
+# Elementwise ops and cat/where promote as PyTorch does (float32 with float64 gives float64; an
+# integer tensor with a float32 one gives float32); matmul, linear, layer_norm and
+# scaled_dot_product_attention refuse mixed dtypes, as PyTorch does. Python and numpy scalars
+# do not promote a tensor of their category.
 
-def test_float32_weight_with_float64_input_promotes_and_keeps_each_grad_dtype():
-    layer = nn.Linear(4, 3)
-    x = ta.randn(2, 4, dtype=ta.float64, requires_grad=True)
-    y = layer(x)
-    assert y.dtype == np.float64
-    expected = x.data @ layer.weight.data.astype(np.float64).T + layer.bias.data
-    np.testing.assert_allclose(y.data, expected, rtol=1e-12)
-    y.backward(ta.ones(2, 3, dtype=ta.float64))
-    assert x.grad.dtype == np.float64
-    assert layer.weight.grad.dtype == np.float32 and layer.bias.grad.dtype == np.float32
-    np.testing.assert_allclose(layer.weight.grad.data, np.ones((3, 2)) @ x.data, rtol=1e-6)
+@pytest.mark.parametrize("call", [
+    lambda: nn.Linear(4, 3)(ta.randn(2, 4, dtype=ta.float64)),
+    lambda: ta.ones(2, 2) @ ta.ones(2, 2, dtype=ta.float64),
+    lambda: F.layer_norm(ta.ones(2, 4, dtype=ta.float64), 4, ta.ones(4), ta.zeros(4)),
+])
+def test_matmul_like_ops_refuse_mixed_float_dtypes_as_pytorch_does(call):
+    with pytest.raises(TypeError, match=r"expected all inputs to have the same dtype"):
+        call()
 
 
-@pytest.mark.parametrize("op", ["add", "mul", "matmul", "cat", "where"])
-def test_binary_ops_on_float32_and_float64_give_float64(op):
+def test_pytorch_refuses_the_same_mixed_dtype_linear():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError):
+        torch.nn.Linear(4, 3)(torch.randn(2, 4, dtype=torch.float64))
+
+
+@pytest.mark.parametrize("op", ["add", "mul", "cat", "where"])
+def test_elementwise_ops_on_float32_and_float64_give_float64(op):
     a, b = ta.ones(2, 2), ta.ones(2, 2, dtype=ta.float64)
     result = {
-        "add": lambda: a + b, "mul": lambda: a * b, "matmul": lambda: a @ b,
+        "add": lambda: a + b, "mul": lambda: a * b,
         "cat": lambda: ta.cat([a, b]), "where": lambda: ta.where(a > 0, a, b),
     }[op]()
-    assert result.dtype == np.result_type(np.float32, np.float64) == np.float64
+    assert result.dtype == np.float64
 
 
 def test_python_and_numpy_scalars_do_not_promote_a_float32_tensor():
@@ -301,10 +305,11 @@ def test_python_and_numpy_scalars_do_not_promote_a_float32_tensor():
     assert (x + 1).dtype == np.float32
 
 
-def test_int_tensor_with_float32_tensor_follows_numpy_promotion():
-    """numpy gives float64 for int64 with float32 (PyTorch would keep float32)."""
+def test_int_tensor_with_float32_tensor_gives_float32_as_in_pytorch():
     result = ta.arange(2) + ta.ones(2)
-    assert result.dtype == np.result_type(np.int64, np.float32)
+    assert result.dtype == np.float32
+    torch = pytest.importorskip("torch")
+    assert (torch.arange(2) + torch.ones(2)).dtype == torch.float32
 
 
 # ---- checkpoint files -------------------------------------------------------------------------

@@ -1,5 +1,8 @@
 """tinyattn: a small autograd framework on numpy + numba for studying attention.
 
+Its names, signatures and semantics are PyTorch's wherever PyTorch has the thing, so that
+attention code written for PyTorch runs with ``import tinyattn as torch``.
+
 >>> import tinyattn as ta
 >>> x = ta.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
 >>> y = (x @ x).softmax(dim=-1)
@@ -8,37 +11,185 @@
 (2, 2)
 """
 
-from . import functional, inspect, memory, models, nn, optim
-from . import functional as F
-from .autograd import detect_anomaly, enable_grad, is_grad_enabled, no_grad
-from .creation import arange, full, ones, ones_like, rand, randn, tensor, zeros, zeros_like
+import math as _math
+
+from . import (
+    autograd,
+    cuda,
+    dtypes,
+    functional,
+    inspect,
+    memory,  # noqa: F401  (allocator settings, before the first large array)
+    models,
+    nn,
+    optim,
+    utils,
+)
+from . import functional as F  # noqa: N812
+from . import tensor_methods as _tensor_methods  # noqa: F401  (binds the Tensor methods)
+from .autograd import (
+    detect_anomaly,
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from .creation import (
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    rand,
+    rand_like,
+    randint,
+    randn,
+    randn_like,
+    randperm,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .dtypes import (
+    bool_,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    is_floating_point,
+    promote_types,
+    result_type,
+    uint8,
+)
 from .gradcheck import GradcheckError, gradcheck
 from .models import TransformerLM
 from .ops import (
+    abs,
+    add,
+    allclose,
+    amax,
+    amin,
+    argmax,
+    argmin,
+    bmm,
     cat,
+    chunk,
+    clamp,
+    clone,
+    cos,
+    div,
+    dot,
+    eq,
+    equal,
+    erf,
     exp,
+    flatten,
+    flip,
+    gather,
+    isclose,
+    isfinite,
+    isinf,
+    isnan,
     log,
     log_softmax,
+    logical_and,
+    logical_not,
+    logical_or,
+    logsumexp,
+    masked_fill,
     matmul,
+    max,
+    maximum,
+    mean,
+    min,
+    minimum,
+    mm,
+    movedim,
+    mul,
+    permute,
+    pow,
     relu,
+    repeat_interleave,
+    reshape,
+    rsqrt,
     sigmoid,
+    sin,
     softmax,
+    split,
     sqrt,
+    squeeze,
     stack,
+    std,
+    sub,
+    sum,
     tanh,
+    topk,
+    transpose,
     tril,
     triu,
+    unbind,
+    unsqueeze,
+    var,
     where,
 )
-from .random import manual_seed
-from .tensor import Tensor, bool_, float32, float64, int64
+from .random import manual_seed, multinomial, seed
+from .tensor import Tensor, device
 
-__version__ = "0.1.0"
+# PyTorch's other names for the dtypes, and its constants
+float = float32  # noqa: A001
+double = float64
+half = float16
+int = int32  # noqa: A001
+long = int64
+short = int16
+bool = bool_  # noqa: A001
+pi = _math.pi
+e = _math.e
+inf = _math.inf
+nan = _math.nan
+clip = clamp
+concat = concatenate = cat
+swapaxes = transpose
+__version__ = "0.2.0"
 
 __all__ = [
-    "F", "GradcheckError", "Tensor", "TransformerLM", "arange", "bool_", "cat", "detect_anomaly",
-    "enable_grad", "exp", "float32", "float64", "full", "functional", "gradcheck", "inspect",
-    "int64", "is_grad_enabled", "log", "log_softmax", "manual_seed", "matmul", "memory", "models",
-    "nn", "no_grad", "ones", "ones_like", "optim", "rand", "randn", "relu", "sigmoid", "softmax",
-    "sqrt", "stack", "tanh", "tensor", "tril", "triu", "where", "zeros", "zeros_like",
+    "F", "GradcheckError", "Tensor", "TransformerLM", "abs", "add", "allclose", "amax", "amin",
+    "arange", "argmax", "argmin", "as_tensor", "autograd", "bmm", "bool", "bool_", "cat",
+    "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "cuda",
+    "detect_anomaly", "device", "div", "dot", "double", "dtypes", "e", "empty", "empty_like",
+    "enable_grad", "eq", "equal", "erf", "exp", "eye", "flatten", "flip", "float", "float16",
+    "float32", "float64", "from_numpy", "full", "full_like", "functional", "gather",
+    "get_default_dtype", "gradcheck", "half", "inf", "inference_mode",
+    "inspect", "int", "int8", "int16", "int32", "int64", "is_floating_point",
+    "is_grad_enabled", "isclose", "isfinite", "isinf", "isnan", "linspace", "log",
+    "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "long",
+    "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm",
+    "models", "movedim", "mul", "multinomial", "nan", "nn", "no_grad", "ones", "ones_like",
+    "optim", "permute", "pi", "pow", "promote_types", "rand", "rand_like", "randint", "randn",
+    "randn_like", "randperm", "relu", "repeat_interleave", "reshape", "result_type", "rsqrt",
+    "seed", "set_grad_enabled", "short", "sigmoid", "sin", "softmax", "split", "sqrt",
+    "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tanh", "tensor", "topk", "transpose",
+    "tril", "triu", "uint8", "unbind", "unsqueeze", "utils", "var", "where", "zeros",
+    "zeros_like",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A PyTorch name that tinyattn does not have: say so clearly."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(
+        f"tinyattn has no torch.{name}: it covers what attention and small-GPT code uses "
+        "(see 'What runs unchanged' in the README)"
+    )

@@ -1,87 +1,193 @@
-"""Making tensors: ``tensor`` from data, and the factories ``zeros``, ``ones``, ``full``,
-``zeros_like``, ``ones_like``, ``rand``, ``randn`` and ``arange`` (PyTorch's names and defaults).
+"""Making tensors, with PyTorch's names, signatures and dtype defaults: ``tensor``,
+``as_tensor``, ``from_numpy``, ``empty``, ``zeros``, ``ones``, ``full``, ``eye``, ``arange``,
+``linspace``, the random ``rand``/``randn``/``randint``/``randperm`` and every ``*_like``.
 
-Random factories draw from the generator that ``ta.manual_seed`` seeds.
+Float factories default to float32 (PyTorch's default dtype); ``device`` may be None or
+``'cpu'``. Random factories draw from the generator that ``ta.manual_seed`` seeds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from . import dtypes
+from .ops.validate import ShapeError, check_int, is_int, shape_arg
 from .random import generator
-from .tensor import Tensor, _to_array, float32, int64
+from .tensor import Tensor, check_device
 
 
-def tensor(data: Any, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Make a tensor from nested lists, numbers or a numpy array (which is copied).
+def _make(array: np.ndarray, device: Any, requires_grad: bool, op: str) -> Tensor:
+    check_device(device, op)
+    out = Tensor(array)
+    return out.requires_grad_(True) if requires_grad else out
+
+
+def _float_dtype(dtype: Any, op: str) -> np.dtype:
+    return dtypes.DEFAULT_FLOAT if dtype is None else dtypes.as_dtype(dtype, op)
+
+
+def _size(op: str, size: tuple) -> tuple[int, ...]:
+    shape = shape_arg(op, size)
+    if any(n < 0 for n in shape):
+        raise ShapeError(f"{op}: expected non-negative int sizes, got {shape}")
+    return shape
+
+
+def tensor(data: Any, dtype: Any = None, device: Any = None,
+           requires_grad: bool = False) -> Tensor:
+    """A new tensor from nested lists, numbers, a numpy array or a tensor (always a copy).
 
     Examples
     --------
     >>> import tinyattn as ta
-    >>> ta.tensor([1.0, 2.0]).dtype, ta.tensor([1, 2]).dtype
-    (dtype('float32'), dtype('int64'))
+    >>> ta.tensor([1.0, 2.0]).dtype, ta.tensor([1, 2]).dtype, ta.tensor(True).dtype
+    (dtype('float32'), dtype('int64'), dtype('bool'))
     """
-    array = _to_array(data, dtype)
-    if array is data or (isinstance(data, Tensor) and array is data.data):
-        array = array.copy()
-    return Tensor(array, requires_grad=requires_grad)
+    source = data.data if isinstance(data, Tensor) else data
+    out = Tensor(source, dtype=dtype)
+    if out.data is source or np.shares_memory(out.data, np.asarray(source)):
+        out = Tensor(out.data.copy())
+    return _make(out.data, device, requires_grad, "tensor")
 
 
-def _shape_of(sizes: Sequence[Any]) -> tuple[int, ...]:
-    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
-        sizes = tuple(sizes[0])
-    if any(isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 0 for n in sizes):
-        raise ValueError(f"expected non-negative int sizes, got {tuple(sizes)}")
-    return tuple(int(n) for n in sizes)
+def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
+    """``data`` as a tensor, sharing memory with a tensor or numpy array where possible."""
+    check_device(device, "as_tensor")
+    if isinstance(data, Tensor):
+        return data if dtype is None else data.to(dtype)
+    return Tensor(data, dtype=dtype)
 
 
-def zeros(*size: Any, dtype: Any = float32, requires_grad: bool = False) -> Tensor:
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the numpy ``array`` (its dtype kept)."""
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
+    return Tensor(array, dtype=array.dtype)
+
+
+def zeros(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
     """A tensor of zeros of the given size."""
-    return Tensor(np.zeros(_shape_of(size), dtype=dtype), requires_grad=requires_grad)
+    return _make(np.zeros(_size("zeros", size), _float_dtype(dtype, "zeros")), device,
+                 requires_grad, "zeros")
 
 
-def ones(*size: Any, dtype: Any = float32, requires_grad: bool = False) -> Tensor:
-    """A tensor of ones of the given size."""
-    return Tensor(np.ones(_shape_of(size), dtype=dtype), requires_grad=requires_grad)
-
-
-def full(size: Sequence[int], fill_value: float, dtype: Any = None,
+def ones(*size: Any, dtype: Any = None, device: Any = None,
          requires_grad: bool = False) -> Tensor:
-    """A tensor of ``size`` filled with ``fill_value``."""
-    dtype = dtype or _to_array(fill_value).dtype
-    return Tensor(np.full(_shape_of((size,)), fill_value, dtype=dtype), requires_grad=requires_grad)
+    """A tensor of ones of the given size."""
+    return _make(np.ones(_size("ones", size), _float_dtype(dtype, "ones")), device,
+                 requires_grad, "ones")
 
 
-def zeros_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Zeros of ``t``'s shape (and dtype unless given)."""
-    return zeros(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def empty(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    """A tensor of the given size (filled with zeros: tinyattn never hands out garbage)."""
+    return _make(np.zeros(_size("empty", size), _float_dtype(dtype, "empty")), device,
+                 requires_grad, "empty")
 
 
-def ones_like(t: Tensor, dtype: Any = None, requires_grad: bool = False) -> Tensor:
-    """Ones of ``t``'s shape (and dtype unless given)."""
-    return ones(t.shape, dtype=dtype or t.dtype, requires_grad=requires_grad)
+def full(size: Any, fill_value: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """A tensor of ``size`` filled with ``fill_value`` (dtype inferred from it, as PyTorch)."""
+    if isinstance(fill_value, Tensor):
+        fill_value = fill_value.item()
+    chosen = dtypes.as_dtype(dtype, "full") if dtype is not None else \
+        dtypes.result_type(fill_value)
+    return _make(np.full(_size("full", (size,)), fill_value, chosen), device, requires_grad,
+                 "full")
 
 
-def rand(*size: Any, dtype: Any = float32, requires_grad: bool = False) -> Tensor:
-    """Uniform samples in [0, 1), drawn from the generator seeded by ``manual_seed``."""
-    data = generator().random(_shape_of(size)).astype(dtype)
-    return Tensor(data, requires_grad=requires_grad)
+def eye(n: int, m: int | None = None, dtype: Any = None, device: Any = None,
+        requires_grad: bool = False) -> Tensor:
+    """The ``n × m`` identity matrix."""
+    n = check_int("eye", "n", n, 0)
+    m = n if m is None else check_int("eye", "m", m, 0)
+    return _make(np.eye(n, m, dtype=_float_dtype(dtype, "eye")), device, requires_grad, "eye")
 
 
-def randn(*size: Any, dtype: Any = float32, requires_grad: bool = False) -> Tensor:
-    """Standard normal samples, drawn from the generator seeded by ``manual_seed``."""
-    data = generator().standard_normal(_shape_of(size)).astype(dtype)
-    return Tensor(data, requires_grad=requires_grad)
-
-
-def arange(start: float, end: float | None = None, step: float = 1, dtype: Any = None,
+def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device: Any = None,
            requires_grad: bool = False) -> Tensor:
-    """Evenly spaced values in ``[start, end)``: int64 when all arguments are ints, else float32."""
+    """Values ``start, start + step, …`` below ``end``: int64 when all arguments are ints,
+    else float32 (PyTorch's rule)."""
     if end is None:
         start, end = 0, start
+    values = [v.item() if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if step == 0:
+        raise ValueError("arange: step must be nonzero")
     if dtype is None:
-        dtype = float32 if any(isinstance(v, float) for v in (start, end, step)) else int64
-    return Tensor(np.arange(start, end, step).astype(dtype), requires_grad=requires_grad)
+        dtype = dtypes.int64 if all(is_int(v) for v in values) else dtypes.DEFAULT_FLOAT
+    array = np.arange(*values, dtype=np.float64 if dtypes.as_dtype(dtype).kind == "f" else None)
+    return _make(array.astype(dtypes.as_dtype(dtype, "arange")), device, requires_grad,
+                 "arange")
+
+
+def linspace(start: float, end: float, steps: int, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    steps = check_int("linspace", "steps", steps, 0)
+    array = np.linspace(start, end, steps).astype(_float_dtype(dtype, "linspace"))
+    return _make(array, device, requires_grad, "linspace")
+
+
+def rand(*size: Any, dtype: Any = None, device: Any = None,
+         requires_grad: bool = False) -> Tensor:
+    """Uniform samples in [0, 1)."""
+    array = generator().random(_size("rand", size)).astype(_float_dtype(dtype, "rand"))
+    return _make(array, device, requires_grad, "rand")
+
+
+def randn(*size: Any, dtype: Any = None, device: Any = None,
+          requires_grad: bool = False) -> Tensor:
+    """Standard normal samples."""
+    array = generator().standard_normal(_size("randn", size)).astype(
+        _float_dtype(dtype, "randn"))
+    return _make(array, device, requires_grad, "randn")
+
+
+def randint(low: int, high: Any = None, size: Any = None, dtype: Any = None,
+            device: Any = None, requires_grad: bool = False) -> Tensor:
+    """Integers uniform in ``[low, high)``: ``randint(high, size)`` or ``randint(low, high,
+    size)``."""
+    if size is None:
+        low, high, size = 0, low, high
+    if size is None:
+        raise TypeError("randint: size must be given, e.g. randint(10, (3,))")
+    if high <= low:
+        raise ValueError(f"randint: expected low < high, got low={low}, high={high}")
+    array = generator().integers(low, high, _size("randint", (size,)))
+    chosen = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype, "randint")
+    return _make(array.astype(chosen), device, requires_grad, "randint")
+
+
+def randperm(n: int, dtype: Any = None, device: Any = None) -> Tensor:
+    """A random permutation of ``0 … n−1``."""
+    array = generator().permutation(check_int("randperm", "n", n, 0))
+    chosen = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype, "randperm")
+    return _make(array.astype(chosen), device, False, "randperm")
+
+
+def _like(factory: Any) -> Any:
+    def like(input: Tensor, dtype: Any = None, device: Any = None,
+             requires_grad: bool = False) -> Tensor:
+        return factory(*input.shape, dtype=input.dtype if dtype is None else dtype,
+                       device=device, requires_grad=requires_grad)
+
+    like.__name__ = f"{factory.__name__}_like"
+    like.__doc__ = f"``{factory.__name__}`` of ``input``'s shape (and dtype unless given)."
+    return like
+
+
+zeros_like = _like(zeros)
+ones_like = _like(ones)
+empty_like = _like(empty)
+rand_like = _like(rand)
+randn_like = _like(randn)
+
+
+def full_like(input: Tensor, fill_value: Any, dtype: Any = None, device: Any = None,
+              requires_grad: bool = False) -> Tensor:
+    """``input``'s shape filled with ``fill_value`` (and its dtype unless given)."""
+    return full(input.shape, fill_value, dtype=input.dtype if dtype is None else dtype,
+                device=device, requires_grad=requires_grad)

@@ -155,9 +155,9 @@ def trace(loss: Tensor, gradient: Any = None, retain_graph: bool = False) -> Tra
         raise TypeError(f"trace: expected a Tensor, got {type(loss).__name__}")
     if not loss.requires_grad:
         raise RuntimeError("trace: the tensor does not require grad, so there is nothing to trace")
-    seed = loss._seed_gradient("trace", gradient)
+    seed = autograd.seed_gradient(loss, gradient, "trace")
     record = Trace()
-    autograd.backward(loss, seed, retain_graph=retain_graph, on_node=record._record)
+    autograd.run_backward([loss], [seed], retain_graph=retain_graph, on_node=record._record)
     return record
 
 

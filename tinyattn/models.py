@@ -9,7 +9,8 @@ import numpy as np
 from . import functional as F
 from .autograd import no_grad
 from .creation import arange
-from .nn import Dropout, Embedding, LayerNorm, Linear, Module, ModuleList, TransformerBlock
+from .nn import Dropout, Embedding, LayerNorm, Linear, ModuleList, TransformerBlock
+from .nn.hooks import HookedModule, HookPoint
 from .random import generator
 from .tensor import Tensor
 
@@ -19,7 +20,8 @@ class TransformerLMConfig:
     """Sizes of a :class:`TransformerLM`.
 
     ``vocab_size=65, context_length=64, embed_dim=128, num_heads=4, num_layers=2`` is the
-    benchmark configuration (421,697 parameters).
+    benchmark configuration (421,697 parameters). ``impl`` is every block's attention path
+    (``'auto'``, ``'composed'`` or ``'fused'``).
     """
 
     vocab_size: int
@@ -29,15 +31,20 @@ class TransformerLMConfig:
     num_layers: int
     mlp_ratio: int = 4
     dropout: float = 0.0
+    impl: str = "auto"
 
 
-class TransformerLM(Module):
+class TransformerLM(HookedModule):
     """Decoder-only transformer: token + learned position embeddings, dropout, ``num_layers``
     causal pre-LN :class:`~tinyattn.nn.TransformerBlock`, a final LayerNorm and a linear head
     (with bias, not tied to the token embedding).
 
     Submodules: ``token_embedding``, ``position_embedding``, ``dropout``, ``blocks``,
-    ``ln_f``, ``lm_head``.
+    ``ln_f``, ``lm_head``. Hook points (``model.hook_points()``): ``hook_embed``,
+    ``hook_pos_embed``, and in each block ``blocks.{i}.hook_resid_pre/mid/post``,
+    ``blocks.{i}.hook_attn_out``, ``blocks.{i}.hook_mlp_out``,
+    ``blocks.{i}.attn.hook_q/hook_k/hook_v/hook_attn_scores/hook_pattern/hook_z``; see
+    ``run_with_cache`` and ``run_with_hooks``.
 
     Examples
     --------
@@ -66,11 +73,13 @@ class TransformerLM(Module):
         self.position_embedding = Embedding(config.context_length, C)
         self.dropout = Dropout(config.dropout)
         self.blocks = ModuleList(
-            TransformerBlock(C, config.num_heads, config.mlp_ratio, config.dropout, causal=True)
+            TransformerBlock(C, config.num_heads, config.mlp_ratio, config.dropout, causal=True,
+                             impl=config.impl)
             for _ in range(config.num_layers)
         )
         self.ln_f = LayerNorm(C)
         self.lm_head = Linear(C, config.vocab_size)
+        self.hook_embed, self.hook_pos_embed = HookPoint(), HookPoint()
 
     def forward(self, idx: Tensor, targets: Tensor | None = None) -> Tensor | tuple[Tensor, Tensor]:
         """Logits ``(B, T, vocab_size)`` for token ids ``idx (B, T)``; with ``targets (B, T)``
@@ -84,7 +93,8 @@ class TransformerLM(Module):
             raise ValueError(f"TransformerLM: sequence length {T} exceeds context_length "
                              f"{self.config.context_length}")
         positions = arange(T)  # (T,)
-        x = self.token_embedding(idx) + self.position_embedding(positions)  # (B, T, C)
+        x = self.hook_embed(self.token_embedding(idx)) + self.hook_pos_embed(
+            self.position_embedding(positions))  # (B, T, C)
         x = self.dropout(x)
         for block in self.blocks:
             x = block(x)

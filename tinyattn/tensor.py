@@ -1,23 +1,36 @@
 """``Tensor``: one numpy array, plus what reverse-mode autograd needs to know about it.
 
-Dtype rules: a numpy float array keeps its dtype (float32 or float64; float16 becomes float32);
-Python floats become float32, Python ints int64, bools bool. Only floating point tensors can
-require grad. Every operator and method delegates to a differentiable op in :mod:`tinyattn.ops`.
+Dtype rules (PyTorch's): a numpy float array keeps its dtype; Python floats become float32,
+Python ints int64, bools bool; ops promote as :mod:`tinyattn.dtypes` says. Only floating point
+tensors can require grad. Every operator and method is a function of :mod:`tinyattn.ops` (the
+methods are bound in :mod:`tinyattn.tensor_methods`).
+
+In-place ops (``x.add_(y)``, ``x.masked_fill_(m, v)``, ``x[i] = v``) follow PyTorch's autograd
+rules: the new value is computed by the ordinary op, written into ``x``'s memory (so views of
+``x`` see it), and ``x`` takes the op's ``grad_fn``. Each tensor has a version counter (shared
+with its views) that every in-place change bumps; an op that saved a tensor for its backward
+checks it, so using a value that was overwritten is an error, not a silently wrong gradient.
+An in-place change of a leaf that requires grad is refused, as in PyTorch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from . import autograd
+from . import autograd, dtypes
+from .dtypes import float32, float64, int64
 
-float32 = np.dtype(np.float32)
-float64 = np.dtype(np.float64)
-int64 = np.dtype(np.int64)
-bool_ = np.dtype(np.bool_)
+
+class _Version:
+    """A tensor's version counter, shared with its views; in-place ops increment it."""
+
+    __slots__ = ("value",)
+
+    def __init__(self) -> None:
+        self.value = 0
 
 
 def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
@@ -25,17 +38,37 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
     if isinstance(data, Tensor):
         data = data.data
     if dtype is not None:
-        return np.asarray(data, dtype=np.dtype(dtype))
+        return np.asarray(data, dtype=dtypes.as_dtype(dtype, "tensor"))
+    if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
+        data = _nested_values(data)
     array = np.asarray(data)
     kind = array.dtype.kind
     if kind == "f":
         if array.dtype not in (float32, float64) or not isinstance(data, np.ndarray):
             array = array.astype(float32)
     elif kind in "iu":
-        array = array.astype(int64, copy=False)
+        if not isinstance(data, np.ndarray):
+            array = array.astype(int64, copy=False)
+        elif array.dtype not in (dtypes.uint8, dtypes.int8, dtypes.int16, dtypes.int32, int64):
+            array = array.astype(int64)
     elif kind != "b":
         raise TypeError(f"tensor: cannot make a tensor from data of dtype {array.dtype}")
     return array
+
+
+def _flat(data: Any) -> Iterator[Any]:
+    for item in data:
+        if isinstance(item, (list, tuple)):
+            yield from _flat(item)
+        else:
+            yield item
+
+
+def _nested_values(data: Any) -> Any:
+    """Nested lists with 0-d/1-element tensors replaced by their values (``tensor([t0, t1])``)."""
+    if isinstance(data, (list, tuple)):
+        return [_nested_values(item) for item in data]
+    return data.data if isinstance(data, Tensor) else data
 
 
 class _HookHandle:
@@ -47,6 +80,42 @@ class _HookHandle:
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
+
+
+class device:  # noqa: N801  (PyTorch's name)
+    """``ta.device('cpu')``: the only device tinyattn has; any other is a clear error."""
+
+    def __init__(self, type: Any = "cpu", index: int | None = None):
+        name = type.type if isinstance(type, device) else str(type)
+        if name.split(":")[0] != "cpu":
+            raise RuntimeError(f"tinyattn runs on the CPU only: device {name!r} is not "
+                               "available (use 'cpu')")
+        self.type = "cpu"
+        self.index = None
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, (device, str)) and str(other).split(":")[0] == "cpu"
+
+    def __hash__(self) -> int:
+        return hash("cpu")
+
+    def __str__(self) -> str:
+        return "cpu"
+
+    def __repr__(self) -> str:
+        return "device(type='cpu')"
+
+
+CPU = device("cpu")
+
+
+def check_device(device_: Any, op: str) -> None:
+    """Accept ``None`` or the CPU; any other device is a clear error naming ``op``."""
+    if device_ is not None:
+        try:
+            device(device_)
+        except RuntimeError as err:
+            raise RuntimeError(f"{op}: {err}") from None
 
 
 class Tensor:
@@ -69,27 +138,33 @@ class Tensor:
         self.grad_fn: autograd.Context | None = None
         self._requires_grad = False
         self._hooks: list[Callable] = []
+        self._version = _Version()
+        self._base: Tensor | None = None
         if requires_grad:
             self.requires_grad = True
 
     @classmethod
     def _from_op(cls, data: np.ndarray, ctx: autograd.Context | None) -> Tensor:
         out = cls.__new__(cls)
-        out.data = np.asarray(data)
+        out._data = data if isinstance(data, np.ndarray) else np.asarray(data)
         out.grad = None
         out.grad_fn = ctx
         out._requires_grad = ctx is not None
         out._hooks = []
+        out._version = _Version()
+        out._base = None
         return out
 
     # ---- attributes -------------------------------------------------------------------------
     @property
     def data(self) -> np.ndarray:
-        """The underlying numpy array."""
+        """The underlying numpy array (PyTorch's ``.data`` is a tensor; here it is the array)."""
         return self._data
 
     @data.setter
-    def data(self, value: np.ndarray) -> None:
+    def data(self, value: Any) -> None:
+        if isinstance(value, Tensor):
+            value = value.data
         if isinstance(value, np.generic):
             value = np.asarray(value)
         if not isinstance(value, np.ndarray):
@@ -104,7 +179,9 @@ class Tensor:
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
         if value and self.data.dtype.kind != "f":
-            raise TypeError(
+            from .ops.validate import DTypeError
+
+            raise DTypeError(
                 f"requires_grad: only floating point tensors can require gradients, "
                 f"got dtype {self.data.dtype}"
             )
@@ -116,18 +193,30 @@ class Tensor:
 
     shape = property(lambda self: self.data.shape, doc="The shape, a tuple of ints.")
     ndim = property(lambda self: self.data.ndim, doc="The number of dims.")
-    dtype = property(lambda self: self.data.dtype, doc="The numpy dtype.")
+    dtype = property(lambda self: self.data.dtype, doc="The dtype (a numpy dtype).")
     is_leaf = property(lambda self: self.grad_fn is None, doc="True unless an op produced it.")
+    device = property(lambda self: CPU, doc="Always the CPU.")
+    is_cuda = False
 
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape, or the size of one dim, as ``torch.Tensor.size``."""
         if dim is None:
             return self.shape
-        return self.shape[_ops.normalize_dim("size", dim, self.ndim)]
+        from .ops.validate import normalize_dim
+
+        return self.shape[normalize_dim("size", dim, self.ndim)] if self.ndim else 1
+
+    def dim(self) -> int:
+        """The number of dims."""
+        return self.data.ndim
 
     def numel(self) -> int:
         """The number of elements."""
         return self.data.size
+
+    def element_size(self) -> int:
+        """Bytes per element."""
+        return self.data.itemsize
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (shared, not copied)."""
@@ -136,70 +225,97 @@ class Tensor:
     def item(self) -> float | int | bool:
         """The value of a one-element tensor as a Python number."""
         if self.data.size != 1:
-            raise ValueError(f"item: only one-element tensors can be converted, got {self.shape}")
+            from .ops.validate import ShapeError
+
+            raise ShapeError(f"item: only one-element tensors can be converted to Python "
+                             f"scalars, got shape {self.shape}")
         return self.data.item()
 
     def tolist(self) -> Any:
         """The data as nested Python lists."""
         return self.data.tolist()
 
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        if dtype is not None and np.dtype(dtype) != self.dtype:
+            return self.data.astype(dtype)
+        return self.data.copy() if copy else self.data
+
     def __len__(self) -> int:
         if self.ndim == 0:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
+    def _scalar(self, op: str) -> Any:
+        if self.data.size != 1:
+            raise RuntimeError(f"{op}: only one-element tensors can be converted to Python "
+                               f"scalars, got shape {self.shape}")
+        return self.data.reshape(()).item()
+
+    def __bool__(self) -> bool:
+        if self.data.size != 1:
+            raise RuntimeError(f"bool: the truth value of a tensor with {self.data.size} "
+                               "elements is ambiguous; use .any() or .all()")
+        return bool(self.data.reshape(()))
+
+    def __float__(self) -> float:
+        return float(self._scalar("float"))
+
+    def __int__(self) -> int:
+        return int(self._scalar("int"))
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iub" or self.data.size != 1:
+            raise TypeError(f"only integer tensors of a single element can be converted to an "
+                            f"index, got dtype {self.dtype} and shape {self.shape}")
+        return int(self._scalar("index"))
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0:
+            return format(self.data.item(), spec)
+        return format(repr(self), spec)
+
     def __repr__(self) -> str:
-        body = np.array2string(self.data, separator=", ", prefix="tensor(")
-        extra = ""
-        if self.dtype not in (float32, int64, bool_):
-            extra += f", dtype={self.dtype}"
-        if self.grad_fn is not None:
-            extra += f", grad_fn={self.grad_fn!r}"
-        elif self.requires_grad:
-            extra += ", requires_grad=True"
-        return f"tensor({body}{extra})"
+        from .printing import tensor_repr
+
+        return tensor_repr(self)
 
     # ---- autograd ---------------------------------------------------------------------------
-    def backward(self, gradient: Any = None, retain_graph: bool = False) -> None:
+    def backward(self, gradient: Any = None, retain_graph: bool | None = None,
+                 create_graph: bool = False, inputs: Any = None) -> None:
         """Accumulate d(self)/d(leaf) · ``gradient`` into the ``.grad`` of every leaf.
 
-        ``gradient`` may be omitted only for a one-element tensor (it is then 1).
+        ``gradient`` may be omitted only for a one-element tensor (it is then 1);
+        ``retain_graph`` defaults to ``create_graph``; with ``create_graph=True`` the gradients
+        are recorded and can be differentiated again; ``inputs`` limits which tensors' ``.grad``
+        is accumulated.
         """
-        if not self.requires_grad:
-            raise RuntimeError(
-                "backward: this tensor does not require grad and has no grad_fn "
-                "(did an input have requires_grad=True, and was grad mode on?)"
-            )
-        grad = self._seed_gradient("backward", gradient)
-        autograd.backward(self, grad, retain_graph=retain_graph)
+        autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
+                          inputs=inputs)
 
-    def _seed_gradient(self, op: str, gradient: Any) -> np.ndarray:
-        """The gradient a backward pass starts from: ones for a one-element tensor, else
-        ``gradient`` checked against this tensor's shape and cast to its dtype."""
-        if gradient is None:
-            if self.data.size != 1:
-                raise RuntimeError(
-                    f"{op}: grad can be implicitly created only for one-element outputs; "
-                    f"this tensor has shape {self.shape}, so pass gradient= of that shape"
-                )
-            return np.ones(self.shape, dtype=self.dtype)
-        grad = np.asarray(gradient.data if isinstance(gradient, Tensor) else gradient)
-        if grad.shape != self.shape:
-            raise ValueError(
-                f"{op}: gradient has shape {grad.shape} but the tensor has shape "
-                f"{self.shape}; they must match"
-            )
-        return grad.astype(self.dtype, copy=False)
-
-    def _accumulate_grad(self, grad: np.ndarray) -> None:
-        if self.grad is None:
+    def _accumulate_grad(self, grad: Any) -> None:
+        if isinstance(grad, Tensor):  # create_graph: keep the graph of the gradient
+            self.grad = grad if self.grad is None else self.grad + grad
+        elif self.grad is None:
             self.grad = Tensor(np.array(grad, dtype=self.dtype, copy=True))
         else:
             self.grad = Tensor(self.grad.data + grad)
 
     def detach(self) -> Tensor:
-        """A new leaf sharing this tensor's data, cut from the graph."""
-        return Tensor(self.data)
+        """A new leaf sharing this tensor's data (and version counter), cut from the graph."""
+        out = Tensor._from_op(self.data, None)
+        out._version = self._version
+        return out
+
+    def detach_(self) -> Tensor:
+        """Cut this tensor from the graph, in place."""
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
         """Set ``requires_grad`` in place and return ``self``."""
@@ -212,6 +328,11 @@ class Tensor:
             raise RuntimeError("retain_grad: cannot retain the gradient of a tensor without grad")
         if self.grad_fn is not None:
             self.grad_fn.retained = self
+
+    @property
+    def retains_grad(self) -> bool:
+        """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
+        return self.grad_fn is not None and self.grad_fn.retained is self
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _HookHandle:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a return value replaces it.
@@ -230,6 +351,58 @@ class Tensor:
         hooks = self.grad_fn.hooks if self.grad_fn is not None else self._hooks
         hooks.append(hook)
         return _HookHandle(hooks, hook)
+
+    # ---- in place ---------------------------------------------------------------------------
+    def _check_inplace(self, op: str) -> None:
+        """Refuse an in-place change where PyTorch does (before anything is computed)."""
+        if autograd.is_grad_enabled():
+            if self.grad_fn is None and self.requires_grad:
+                raise RuntimeError(
+                    f"{op}: a leaf tensor that requires grad is being used in an in-place "
+                    "operation (do it under ta.no_grad(), or on a copy: x = x.clone())"
+                )
+            base = self._base
+            if base is not None and (self.requires_grad or base.requires_grad):
+                raise RuntimeError(
+                    f"{op}: in-place change of a view of a tensor that requires grad; tinyattn "
+                    "does not record it (write the change out of place, e.g. with ta.where, "
+                    "or clone the view first)"
+                )
+        if not self.data.flags.writeable:
+            raise RuntimeError(
+                f"{op}: this tensor's memory is read-only (an expanded view, where several "
+                "elements share one memory location); clone() it first"
+            )
+
+    def _assign(self, result: Tensor, op: str) -> Tensor:
+        """Make ``result`` (computed out of place from ``self``) this tensor's new value."""
+        if result.shape != self.shape:
+            raise RuntimeError(f"{op}: output with shape {self.shape} doesn't match the "
+                               f"broadcast shape {result.shape}")
+        if dtypes.category(result.dtype) > dtypes.category(self.dtype):
+            raise RuntimeError(f"{op}: result type {result.dtype} can't be cast to the desired "
+                               f"output type {self.dtype}")
+        if result.dtype != self.dtype:
+            from .ops import cast
+
+            result = cast(result, self.dtype)
+        self.data[...] = result.data
+        self._version.value += 1
+        ctx = result.grad_fn
+        if ctx is not None:
+            # the op saved its output by value: that value now lives in (and is versioned by) self
+            ctx.saved_versions = tuple(
+                (self._version, self._version.value) if counter is result._version else
+                (counter, version) for counter, version in ctx.saved_versions)
+            self.grad_fn = ctx
+            self._requires_grad = True
+        return self
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        from .ops import setitem
+
+        self._check_inplace("__setitem__")
+        self._assign(setitem(self, index, value), "__setitem__")
 
     # ---- operators --------------------------------------------------------------------------
     def __add__(self, other: Any) -> Tensor:
@@ -256,6 +429,15 @@ class Tensor:
     def __rtruediv__(self, other: Any) -> Tensor:
         return _ops.div(other, self)
 
+    def __floordiv__(self, other: Any) -> Tensor:
+        return _ops.floor_divide(self, other)
+
+    def __rfloordiv__(self, other: Any) -> Tensor:
+        return _ops.floor_divide(other, self)
+
+    def __mod__(self, other: Any) -> Tensor:
+        return _ops.remainder(self, other)
+
     def __pow__(self, other: Any) -> Tensor:
         return _ops.pow(self, other)
 
@@ -263,168 +445,97 @@ class Tensor:
         return _ops.pow(other, self)
 
     def __matmul__(self, other: Any) -> Tensor:
-        return _ops.matmul(self, as_tensor(other, like=self))
+        return _ops.matmul(self, other)
 
     def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops.matmul(as_tensor(other, like=self), self)
+        return _ops.matmul(other, self)
 
     def __neg__(self) -> Tensor:
         return _ops.neg(self)
 
+    def __pos__(self) -> Tensor:
+        return self
+
+    def __abs__(self) -> Tensor:
+        return _ops.abs(self)
+
     def __getitem__(self, index: Any) -> Tensor:
         return _ops.getitem(self, index)
 
-    def _compare(self, other: Any, fn: Callable) -> Tensor:
-        other_data = other.data if isinstance(other, Tensor) else other
-        return Tensor(np.asarray(fn(self.data, other_data)))
+    def __iadd__(self, other: Any) -> Tensor:
+        return self.add_(other)
+
+    def __isub__(self, other: Any) -> Tensor:
+        return self.sub_(other)
+
+    def __imul__(self, other: Any) -> Tensor:
+        return self.mul_(other)
+
+    def __itruediv__(self, other: Any) -> Tensor:
+        return self.div_(other)
 
     def __lt__(self, other: Any) -> Tensor:
-        return self._compare(other, np.less)
+        return _ops.lt(self, other)
 
     def __le__(self, other: Any) -> Tensor:
-        return self._compare(other, np.less_equal)
+        return _ops.le(self, other)
 
     def __gt__(self, other: Any) -> Tensor:
-        return self._compare(other, np.greater)
+        return _ops.gt(self, other)
 
     def __ge__(self, other: Any) -> Tensor:
-        return self._compare(other, np.greater_equal)
+        return _ops.ge(self, other)
 
     def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(other, np.equal)
+        return _ops.eq(self, other)
 
     def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
-        return self._compare(other, np.not_equal)
+        return _ops.ne(self, other)
 
     __hash__ = object.__hash__
 
-    def _logical(self, other: Any, fn: Callable) -> Tensor:
-        if self.dtype != bool_:
-            raise TypeError(f"logical ops need boolean tensors, got dtype {self.dtype}")
-        return self._compare(other, fn)
-
     def __and__(self, other: Any) -> Tensor:
-        return self._logical(other, np.logical_and)
+        return _ops.logical_op("and", self, other)
+
+    def __rand__(self, other: Any) -> Tensor:
+        return _ops.logical_op("and", other, self)
 
     def __or__(self, other: Any) -> Tensor:
-        return self._logical(other, np.logical_or)
+        return _ops.logical_op("or", self, other)
+
+    def __ror__(self, other: Any) -> Tensor:
+        return _ops.logical_op("or", other, self)
+
+    def __xor__(self, other: Any) -> Tensor:
+        return _ops.logical_op("xor", self, other)
 
     def __invert__(self) -> Tensor:
-        return self._logical(None, lambda a, _: np.logical_not(a))
-
-    # ---- methods ----------------------------------------------------------------------------
-    def sum(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _ops.sum(self, dim, keepdim)
-
-    def mean(self, dim: Any = None, keepdim: bool = False) -> Tensor:
-        return _ops.mean(self, dim, keepdim)
-
-    def max(self, dim: int | None = None, keepdim: bool = False) -> Any:
-        return _ops.max(self, dim, keepdim)
-
-    def var(self, dim: Any = None, keepdim: bool = False, correction: int = 1) -> Tensor:
-        return _ops.var(self, dim, keepdim, correction)
-
-    def argmax(self, dim: int | None = None, keepdim: bool = False) -> Tensor:
-        """Indices of the maxima (no gradient)."""
-        if dim is None:
-            return Tensor(np.asarray(np.argmax(self.data), dtype=np.int64))
-        axis = _ops.normalize_dim("argmax", dim, self.ndim)
-        return Tensor(np.argmax(self.data, axis=axis, keepdims=keepdim).astype(np.int64))
-
-    def exp(self) -> Tensor:
-        return _ops.exp(self)
-
-    def log(self) -> Tensor:
-        return _ops.log(self)
-
-    def sqrt(self) -> Tensor:
-        return _ops.sqrt(self)
-
-    def tanh(self) -> Tensor:
-        return _ops.tanh(self)
-
-    def sigmoid(self) -> Tensor:
-        return _ops.sigmoid(self)
-
-    def relu(self) -> Tensor:
-        return _ops.relu(self)
-
-    def softmax(self, dim: int) -> Tensor:
-        return _ops.softmax(self, dim)
-
-    def log_softmax(self, dim: int) -> Tensor:
-        return _ops.log_softmax(self, dim)
-
-    def reshape(self, *shape: Any) -> Tensor:
-        return _ops.reshape(self, *shape)
-
-    def view(self, *shape: Any) -> Tensor:
-        return _ops.reshape(self, *shape)
-
-    def transpose(self, dim0: int, dim1: int) -> Tensor:
-        return _ops.transpose(self, dim0, dim1)
-
-    def permute(self, *dims: Any) -> Tensor:
-        return _ops.permute(self, *dims)
+        return _ops.logical_op("not", self, None)
 
     @property
     def T(self) -> Tensor:
         """All dims reversed (the matrix transpose for 2-D tensors)."""
         return _ops.permute(self, *reversed(range(self.ndim)))
 
-    def unsqueeze(self, dim: int) -> Tensor:
-        return _ops.unsqueeze(self, dim)
-
-    def squeeze(self, dim: int | None = None) -> Tensor:
-        return _ops.squeeze(self, dim)
-
-    def expand(self, *sizes: Any) -> Tensor:
-        return _ops.expand(self, *sizes)
-
-    def contiguous(self) -> Tensor:
-        return _ops.contiguous(self)
-
-    def split(self, split_size: Any, dim: int = 0) -> tuple[Tensor, ...]:
-        return _ops.split(self, split_size, dim)
-
-    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
-        return _ops.chunk(self, chunks, dim)
-
-    def masked_fill(self, mask: Any, value: float) -> Tensor:
-        return _ops.masked_fill(self, mask, value)
-
-    def to(self, dtype: Any) -> Tensor:
-        """This tensor in ``dtype`` (differentiable between float dtypes)."""
-        return _ops.cast(self, dtype)
-
-    def float(self) -> Tensor:
-        return _ops.cast(self, float32)
-
-    def double(self) -> Tensor:
-        return _ops.cast(self, float64)
-
-    def long(self) -> Tensor:
-        return _ops.cast(self, int64)
+    @property
+    def mT(self) -> Tensor:  # noqa: N802  (PyTorch's name)
+        """The last two dims swapped."""
+        return _ops.transpose(self, -2, -1)
 
 
-def as_tensor(value: Any, like: Tensor | None = None) -> Tensor:
-    """``value`` as a Tensor; Python numbers take ``like``'s float dtype so they never promote it.
+def as_tensor(value: Any, dtype: Any = None) -> Tensor:
+    """``value`` as a Tensor (no copy when it already is one, or a numpy array of the dtype).
 
-    Used by binary ops so that ``x * 2.0`` keeps a float32 ``x`` in float32.
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.as_tensor([1, 2]).dtype
+    dtype('int64')
     """
     if isinstance(value, Tensor):
-        return value
-    if isinstance(value, (bool, int, float, np.number)) and like is not None:
-        is_float = isinstance(value, (float, np.floating))
-        if like.dtype.kind == "f":
-            return Tensor(np.asarray(value, dtype=like.dtype))
-        if is_float:
-            return Tensor(np.asarray(value, dtype=float32))
-        return Tensor(np.asarray(value, dtype=like.dtype))
-    if isinstance(value, (np.ndarray, list, tuple, bool, int, float, np.number)):
-        return Tensor(value)
-    raise TypeError(f"expected a tensor, number or array, got {type(value).__name__}")
+        return value if dtype is None or value.dtype == dtypes.as_dtype(dtype) else \
+            _ops.cast(value, dtype)
+    return Tensor(value, dtype=dtype)
 
 
 from . import ops as _ops  # noqa: E402  (ops import Tensor; this import closes the cycle)

@@ -1,15 +1,18 @@
-"""Composite differentiable functions (``ta.nn.functional``, also ``ta.F``), as in PyTorch."""
+"""``ta.nn.functional`` (also ``ta.F``), as ``torch.nn.functional``: each function checks its
+arguments, then composes recorded ops or applies one op of :mod:`tinyattn.ops` (where every
+forward and backward rule lives)."""
 
-from ..ops import log_softmax, relu, softmax
-from .activation import gelu
-from .attention import scaled_dot_product_attention
+from .activation import gelu, log_softmax, relu, sigmoid, silu, softmax, tanh
+from .attention import AttentionPath, choose_path, scaled_dot_product_attention
 from .dropout import dropout
 from .linear import linear
-from .loss import cross_entropy
+from .loss import cross_entropy, mse_loss, nll_loss
 from .normalization import layer_norm
-from .sparse import embedding
+from .padding import pad
+from .sparse import embedding, one_hot
 
 __all__ = [
-    "cross_entropy", "dropout", "embedding", "gelu", "layer_norm", "linear", "log_softmax",
-    "relu", "scaled_dot_product_attention", "softmax",
+    "AttentionPath", "choose_path", "cross_entropy", "dropout", "embedding", "gelu",
+    "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss", "one_hot", "pad", "relu",
+    "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "tanh",
 ]

@@ -1,179 +1,152 @@
-"""Scaled dot-product attention, composed from recorded ops or fused into one kernel call.
+"""``scaled_dot_product_attention``: checks its arguments once and dispatches to one of the two
+attention paths of :mod:`tinyattn.ops.attention` — *composed* (every step a recorded op) or
+*fused* (one op on the flash-style kernel) — and says which one it took and why.
 
-For queries ``Q (..., L, E)``, keys ``K (..., S, E)`` and values ``V (..., S, Ev)``::
-
-    scores  = scale · Q Kᵀ (+ float mask, or −inf where a boolean mask forbids)   (..., L, S)
-    weights = softmax(scores, dim=-1) ⊙ z           (z: inverted-dropout factors)
-    output  = weights V                                                           (..., L, Ev)
-
-The *composed* path records every step as its own op, so each intermediate can
-``retain_grad()``; the *fused* path is one :class:`FusedAttention` Function on the flash-style
-kernel, which never materialises the ``(L, S)`` weights. Both draw their dropout mask from the
-same counter-based generator under one seed from :func:`tinyattn.random.draw_seed`, so with the
-same ``ta.manual_seed`` they drop the same weights and agree.
+Dimensions: ``B`` batch, ``H`` query heads, ``Hkv`` key/value heads, ``T`` queries, ``S`` keys,
+``D`` head size (the paper's ``d_k``), ``Dv`` value head size.
 """
 
 from __future__ import annotations
 
-import math
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..autograd import Context, Function
-from ..kernels.parallel import kernel_section
-from ..ops import masked_fill, matmul, softmax
+from ..ops.attention import FusedAttention, attention_composed, default_scale, heads_layout
+from ..ops.validate import (
+    DTypeError,
+    ShapeError,
+    check_choice,
+    check_float,
+    check_int,
+    check_number,
+    check_probability,
+)
 from ..random import draw_seed
 from ..tensor import Tensor
-from .dropout import check_probability
 
-_IMPLS = ("auto", "composed", "fused")
-
-
-def _heads_layout(lead: tuple[int, ...]) -> tuple[int, int]:
-    """The kernel's ``(B, H)`` for leading dims ``lead``: the last dim is H, the rest B."""
-    if not lead:
-        return 1, 1
-    return math.prod(lead[:-1]), lead[-1]
+IMPLS = ("auto", "composed", "fused")
+_OP = "scaled_dot_product_attention"
 
 
-class FusedAttention(Function):
-    """Fused attention on ``kernels.attention``; saves only ``out`` and the row ``lse``.
+class AttentionPath(NamedTuple):
+    """Which attention path a call takes (``'composed'`` or ``'fused'``) and why."""
 
-    Forward: ``s = scale · q kᵀ + bias`` (−inf above the diagonal if causal),
-    ``lse_i = log Σ_j e^(s_ij)``, ``out = (e^(s − lse) ⊙ z) v``.
+    impl: str
+    reason: str
 
-    Backward: with ``p = e^(s − lse)`` recomputed block by block and ``δ_i = g_i · out_i``:
-    ``dv = (p ⊙ z)ᵀ g``, ``ds = p ⊙ ((g vᵀ) ⊙ z − δ)``, ``dq = scale · ds k``,
-    ``dk = scale · dsᵀ q``.
+
+def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool = False,
+                composed_for: str | None = None) -> AttentionPath:
+    """The path for ``impl`` given what the call needs; ``impl='fused'`` where the fused kernel
+    cannot serve is an error, never a silent switch.
+
+    ``composed_for`` names another reason the caller needs the composed path (e.g. a hook on
+    an attention intermediate).
+
+    Examples
+    --------
+    >>> choose_path("auto", need_weights=True).impl
+    'composed'
+    >>> choose_path("auto").reason
+    "impl='auto': the fused kernel serves this call"
     """
-
-    @staticmethod
-    def forward(ctx: Context, q: np.ndarray, k: np.ndarray, v: np.ndarray,
-                bias: np.ndarray | None, is_causal: bool, scale: float, dropout_p: float,
-                seed: int) -> np.ndarray:
-        from ..kernels.attention import attention_forward
-
-        B, H = _heads_layout(q.shape[:-2])
-        q4 = q.reshape(B, H, *q.shape[-2:])  # (B, H, L, E)
-        k4 = k.reshape(B, H, *k.shape[-2:])  # (B, H, S, E)
-        v4 = v.reshape(B, H, *v.shape[-2:])  # (B, H, S, Ev)
-        options = dict(bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
-                       seed=seed)
-        out, lse = attention_forward(q4, k4, v4, **options)
-        ctx.save_for_backward(q4, k4, v4, out, lse, options, (q.shape, k.shape, v.shape))
-        return out.reshape(*q.shape[:-1], v.shape[-1])  # (..., L, Ev)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        from ..kernels.attention import attention_backward
-
-        q4, k4, v4, out, lse, options, shapes = ctx.saved
-        dout = np.ascontiguousarray(grad).reshape(out.shape)  # (B, H, L, Ev)
-        grads = attention_backward(q4, k4, v4, out, lse, dout, **options)
-        return tuple(g.reshape(shape) for g, shape in zip(grads, shapes))  # (..., L|S, E|Ev)
+    check_choice(_OP, "impl", impl, IMPLS)
+    needs = []
+    if need_weights:
+        needs.append("need_weights=True needs the (T, S) attention weights, which the fused "
+                     "kernel never materialises")
+    if mask_requires_grad:
+        needs.append("a float attn_mask that requires grad needs its gradient, which the fused "
+                     "kernel does not compute")
+    if composed_for:
+        needs.append(composed_for)
+    if impl == "fused":
+        if needs:
+            raise ValueError(f"{_OP}: impl='fused' cannot serve this call: {'; '.join(needs)}; "
+                             "use impl='composed' or 'auto'")
+        return AttentionPath("fused", "impl='fused' was asked for")
+    if impl == "composed":
+        return AttentionPath("composed", "impl='composed' was asked for")
+    if needs:
+        return AttentionPath("composed", "impl='auto': " + "; ".join(needs))
+    return AttentionPath("fused", "impl='auto': the fused kernel serves this call")
 
 
-def _check_inputs(query: Tensor, key: Tensor, value: Tensor) -> None:
-    name = "scaled_dot_product_attention"
+def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool) -> None:
     for label, t in (("query", query), ("key", key), ("value", value)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"{name}: {label} must be a Tensor, got {type(t).__name__}")
-        if t.dtype.kind != "f":
-            raise TypeError(f"{name}: {label} must be a float tensor, got dtype {t.dtype}")
+        check_float(_OP, label, t)
         if t.ndim < 2:
-            raise ValueError(f"{name}: {label} must have at least 2 dims (..., length, "
-                             f"features), got shape {t.shape}")
+            raise ShapeError(f"{_OP}: {label} must have at least 2 dims (..., length, "
+                               f"features), got shape {t.shape}")
     if not query.dtype == key.dtype == value.dtype:
-        raise TypeError(f"{name}: query, key and value must share one dtype, got {query.dtype}, "
-                        f"{key.dtype} and {value.dtype}")
-    if not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
-        raise ValueError(f"{name}: query {query.shape}, key {key.shape} and value {value.shape} "
-                         "must have the same leading (batch) dims")
+        raise DTypeError(f"{_OP}: query, key and value must share one dtype, got "
+                           f"{query.dtype}, {key.dtype} and {value.dtype}")
+    if enable_gqa and query.ndim >= 3:
+        H, Hkv = query.shape[-3], key.shape[-3]
+        if query.shape[:-3] != key.shape[:-3] or key.shape[:-2] != value.shape[:-2]:
+            raise ShapeError(f"{_OP}: query (..., H, T, D) = {query.shape}, key (..., Hkv, "
+                               f"S, D) = {key.shape} and value {value.shape} must have the "
+                               "same batch dims")
+        if Hkv == 0 or H % Hkv:
+            raise ShapeError(f"{_OP}: with enable_gqa the number of query heads {H} must be "
+                               f"a multiple of the number of key/value heads {Hkv}")
+    elif not query.shape[:-2] == key.shape[:-2] == value.shape[:-2]:
+        raise ShapeError(f"{_OP}: query {query.shape}, key {key.shape} and value "
+                           f"{value.shape} must have the same leading (batch, head) dims "
+                           "(pass enable_gqa=True for fewer key/value heads)")
     if key.shape[-1] != query.shape[-1]:
-        raise ValueError(f"{name}: query (..., L, E) = {query.shape} and key (..., S, E) = "
-                         f"{key.shape} must have the same feature size E")
+        raise ShapeError(f"{_OP}: query (..., T, D) = {query.shape} and key (..., S, D) = "
+                           f"{key.shape} must have the same feature size D")
     if value.shape[-2] != key.shape[-2]:
-        raise ValueError(f"{name}: key (..., S, E) = {key.shape} and value (..., S, Ev) = "
-                         f"{value.shape} must have the same length S")
+        raise ShapeError(f"{_OP}: key (..., S, D) = {key.shape} and value (..., S, Dv) = "
+                           f"{value.shape} must have the same length S")
 
 
-def _check_mask(attn_mask: Tensor | np.ndarray | None, query: Tensor,
-                scores_shape: tuple[int, ...]) -> Tensor | None:
+def _check_mask(attn_mask: Any, query: Tensor, scores_shape: tuple[int, ...]) -> Tensor | None:
     """``attn_mask`` as a Tensor (bool, or float of the query's dtype) that broadcasts to the
-    scores ``(..., L, S)``."""
-    name = "scaled_dot_product_attention"
+    scores ``(..., H, T, S)``."""
     if attn_mask is None:
         return None
     if isinstance(attn_mask, np.ndarray):
         attn_mask = Tensor(attn_mask)
     if not isinstance(attn_mask, Tensor):
-        raise TypeError(f"{name}: attn_mask must be a Tensor or numpy array, got "
+        raise TypeError(f"{_OP}: attn_mask must be a Tensor or numpy array, got "
                         f"{type(attn_mask).__name__}")
     if attn_mask.dtype != np.bool_ and attn_mask.dtype != query.dtype:
-        raise TypeError(f"{name}: attn_mask must be boolean or have the query's dtype "
-                        f"{query.dtype}, got {attn_mask.dtype}")
+        raise DTypeError(f"{_OP}: attn_mask must be boolean or have the query's dtype "
+                           f"{query.dtype}, got {attn_mask.dtype}")
     try:
         joint = np.broadcast_shapes(attn_mask.shape, scores_shape)
     except ValueError:
         joint = None
     if joint != scores_shape:
-        raise ValueError(f"{name}: attn_mask of shape {attn_mask.shape} does not broadcast to "
-                         f"the scores' shape (..., L, S) = {scores_shape}")
+        raise ShapeError(f"{_OP}: attn_mask of shape {attn_mask.shape} does not broadcast "
+                           f"to the scores' shape (..., H, T, S) = {scores_shape}")
     return attn_mask
 
 
 def _mask_as_bias(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> np.ndarray:
-    """The mask as the kernel's additive 4-D bias: sizes 1 or equal to ``(B, H, L, S)``."""
+    """The mask as the kernel's additive 4-D bias: sizes 1 or equal to ``(B, H, T, S)``."""
     lead = scores_shape[:-2]
     bias = attn_mask.data
     if bias.dtype == np.bool_:
-        zero, blocked = np.zeros((), np.float64), np.full((), -np.inf)
-        bias = np.where(bias, zero, blocked)
-    bias = bias.reshape((1,) * (len(scores_shape) - bias.ndim) + bias.shape)  # (..., L, S)
+        bias = np.where(bias, np.zeros((), np.float64), np.full((), -np.inf))
+    bias = bias.reshape((1,) * (len(scores_shape) - bias.ndim) + bias.shape)  # (..., T, S)
     if not lead:
-        return bias.reshape(1, 1, *bias.shape)  # (1, 1, L, S)
+        return bias.reshape(1, 1, *bias.shape)  # (1, 1, T, S)
     outer, rest = bias.shape[: len(lead) - 1], bias.shape[len(lead) - 1:]
     if all(n == 1 for n in outer):
-        return bias.reshape(1, *rest)  # (1, H or 1, L or 1, S or 1)
-    B, _ = _heads_layout(lead)
+        return bias.reshape(1, *rest)  # (1, H or 1, T or 1, S or 1)
+    B, _ = heads_layout(lead)
     full = np.broadcast_to(bias, lead[:-1] + rest)
-    return full.reshape(B, *rest)  # (B, H or 1, L or 1, S or 1)
-
-
-def _composed(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None,
-              dropout_p: float, is_causal: bool, scale: float) -> tuple[Tensor, Tensor]:
-    """Every step a recorded op; returns ``(output, weights)`` (weights after dropout)."""
-    L, S = query.shape[-2], key.shape[-2]
-    scores = matmul(query, key.transpose(-2, -1)) * scale  # (..., L, S)
-    if is_causal:
-        allowed = np.tril(np.ones((L, S), dtype=bool))
-        scores = masked_fill(scores, ~allowed, -np.inf)
-    elif attn_mask is not None and attn_mask.dtype == np.bool_:
-        scores = masked_fill(scores, ~attn_mask.data, -np.inf)
-    elif attn_mask is not None:
-        scores = scores + attn_mask
-    weights = softmax(scores, dim=-1)
-    if dropout_p > 0.0:
-        from ..kernels.counter_rng import dropout_keep_mask
-
-        lead = query.shape[:-2]
-        with kernel_section:
-            keep = dropout_keep_mask(draw_seed(), *_heads_layout(lead), L, S, dropout_p)
-        keep = keep.reshape(*lead, L, S)  # (..., L, S)
-        keep_scale = 1.0 / (1.0 - dropout_p) if dropout_p < 1.0 else 0.0
-        weights = weights * Tensor(np.where(keep, keep_scale, 0.0).astype(query.dtype))
-    return matmul(weights, value), weights
+    return full.reshape(B, *rest)  # (B, H or 1, T or 1, S or 1)
 
 
 def scaled_dot_product_attention(
-    query: Tensor,
-    key: Tensor,
-    value: Tensor,
-    attn_mask: Tensor | np.ndarray | None = None,
-    dropout_p: float = 0.0,
-    is_causal: bool = False,
-    scale: float | None = None,
-    need_weights: bool = False,
+    query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | np.ndarray | None = None,
+    dropout_p: float = 0.0, is_causal: bool = False, scale: float | None = None,
+    enable_gqa: bool = False, *, window_size: int | None = None, need_weights: bool = False,
     impl: str = "auto",
 ) -> Tensor | tuple[Tensor, Tensor]:
     """Attention ``softmax(scale · Q Kᵀ + mask) V`` with PyTorch's arguments and semantics.
@@ -181,29 +154,35 @@ def scaled_dot_product_attention(
     Parameters
     ----------
     query, key, value : Tensor
-        ``(..., L, E)``, ``(..., S, E)``, ``(..., S, Ev)``, one float dtype, equal leading dims.
+        ``(..., H, T, D)``, ``(..., Hkv, S, D)``, ``(..., Hkv, S, Dv)``, one float dtype;
+        ``Hkv = H`` (equal leading dims) unless ``enable_gqa``.
     attn_mask : Tensor or np.ndarray, optional
-        Broadcasts to ``(..., L, S)``. Boolean: True where a query MAY attend. Float (the
+        Broadcasts to ``(..., H, T, S)``. Boolean: True where a query MAY attend. Float (the
         query's dtype): added to the scores (``-inf`` forbids).
     dropout_p : float
         Probability of dropping an attention weight (inverted dropout), in ``[0, 1]``.
     is_causal : bool
-        Query ``i`` attends key ``j`` only if ``j <= i`` (top-left aligned ``tril(ones(L, S))``);
+        Query ``i`` attends key ``j`` only if ``j <= i`` (top-left aligned ``tril(ones(T, S))``);
         cannot be combined with ``attn_mask``.
     scale : float, optional
-        Score scale, ``1 / sqrt(E)`` when None.
+        Score scale, ``1 / sqrt(D)`` when None.
+    enable_gqa : bool
+        Grouped-query attention: key/value head ``h // (H / Hkv)`` serves query head ``h``.
+    window_size : int, optional
+        (+) Sliding window: with ``is_causal`` query ``i`` sees keys ``i − window_size < j ≤ i``,
+        without it keys ``|i − j| < window_size``.
     need_weights : bool
-        (+) Also return the attention weights ``(..., L, S)``: after softmax and after dropout,
-        i.e. the weights the output was computed with (as ``torch.nn.MultiheadAttention``).
+        (+) Also return the attention weights ``(..., H, T, S)``: after softmax and after
+        dropout, i.e. the weights the output was computed with.
     impl : {'auto', 'composed', 'fused'}
-        (+) ``'composed'`` records each step as an op; ``'fused'`` runs one kernel;
-        ``'auto'`` is fused unless ``need_weights`` is set or a float ``attn_mask`` requires
-        grad (the fused kernel has no mask gradient).
+        (+) ``'composed'`` records each step as an op; ``'fused'`` runs one kernel (an error
+        where it cannot serve the call); ``'auto'`` is fused unless :func:`choose_path` says
+        otherwise.
 
     Returns
     -------
     Tensor or (Tensor, Tensor)
-        The output ``(..., L, Ev)``, and the weights when ``need_weights``. A query whose keys
+        The output ``(..., H, T, Dv)``, and the weights when ``need_weights``. A query whose keys
         are all masked gets a zero output and zero gradients, never NaN.
 
     Examples
@@ -216,31 +195,25 @@ def scaled_dot_product_attention(
     >>> weights.shape, bool(abs(weights.numpy().sum(-1) - 1).max() < 1e-5)
     ((2, 4, 5, 6), True)
     """
-    name = "scaled_dot_product_attention"
-    _check_inputs(query, key, value)
+    _check_inputs(query, key, value, bool(enable_gqa))
     scores_shape = query.shape[:-1] + (key.shape[-2],)
     attn_mask = _check_mask(attn_mask, query, scores_shape)
     if is_causal and attn_mask is not None:
-        raise ValueError(f"{name}: pass either attn_mask or is_causal=True, not both")
-    dropout_p = check_probability(name, dropout_p)
-    if scale is None:
-        scale = 1.0 / math.sqrt(query.shape[-1]) if query.shape[-1] else 1.0
-    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not math.isfinite(scale):
-        raise ValueError(f"{name}: scale must be a finite number or None, got {scale!r}")
-    if impl not in _IMPLS:
-        raise ValueError(f"{name}: impl must be one of {_IMPLS}, got {impl!r}")
+        raise ValueError(f"{_OP}: pass either attn_mask or is_causal=True, not both")
+    dropout_p = check_probability(_OP, dropout_p)
+    scale = default_scale(query.shape[-1]) if scale is None else check_number(_OP, "scale",
+                                                                               scale)
+    if window_size is not None:
+        window_size = check_int(_OP, "window_size", window_size, 1)
     mask_needs_grad = attn_mask is not None and attn_mask.requires_grad
-    if impl == "fused" and need_weights:
-        raise ValueError(f"{name}: impl='fused' never materialises the attention weights; use "
-                         "impl='composed' or 'auto' with need_weights=True")
-    if impl == "fused" and mask_needs_grad:
-        raise ValueError(f"{name}: impl='fused' cannot differentiate a float attn_mask that "
-                         "requires grad; use impl='composed' or 'auto'")
-    if impl == "composed" or (impl == "auto" and (need_weights or mask_needs_grad)):
-        output, weights = _composed(query, key, value, attn_mask, dropout_p, bool(is_causal),
-                                    float(scale))
+    path = choose_path(impl, need_weights, mask_needs_grad)
+    seed = draw_seed() if dropout_p > 0.0 else 0
+    if path.impl == "composed":
+        output, weights = attention_composed(query, key, value, attn_mask, dropout_p,
+                                             bool(is_causal), scale, seed, window_size)
         return (output, weights) if need_weights else output
     bias = None if attn_mask is None else _mask_as_bias(attn_mask, scores_shape)
-    seed = draw_seed() if dropout_p > 0.0 else 0
-    return FusedAttention.apply(query, key, value, bias=bias, is_causal=bool(is_causal),
-                                scale=float(scale), dropout_p=dropout_p, seed=seed)
+    mask = None if attn_mask is None else attn_mask.data
+    return FusedAttention.apply(query, key, value, bias=bias, mask=mask,
+                                is_causal=bool(is_causal), scale=scale, dropout_p=dropout_p,
+                                seed=seed, window_size=window_size)

@@ -1,117 +1,109 @@
-"""``cross_entropy``: softmax + negative log-likelihood fused, as
-``torch.nn.functional.cross_entropy`` with class-index targets.
+"""Losses: ``cross_entropy``, ``nll_loss`` and ``mse_loss``, as in ``torch.nn.functional``.
 
-The logits are laid out as rows of ``C`` class scores (``(N, C)``; ``(C,)`` for one sample;
-``(N, C, d1, ...)`` with the class dim moved last), and one call of the fused row kernels of
-:mod:`tinyattn.kernels.cross_entropy` computes every row's loss, and in the backward every
-row's gradient, without materialising the softmax in the forward pass.
+``cross_entropy`` with integer class targets runs the fused :class:`CrossEntropy` op
+(:mod:`tinyattn.ops.loss`); class-probability targets and class weights are composed of
+recorded ops (``log_softmax``, ``gather``, sums), as is ``nll_loss``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Context, Function
+from ..ops import gather, log_softmax
+from ..ops.loss import CrossEntropy
+from ..ops.validate import (
+    DTypeError,
+    ShapeError,
+    check_choice,
+    check_float,
+    check_int,
+    check_number,
+)
 from ..tensor import Tensor
 
 REDUCTIONS = ("mean", "sum", "none")
 
 
-def _rows(logits: np.ndarray) -> np.ndarray:
-    """Logits as contiguous (rows, C): the class dim (dim 1, or dim 0 for one sample) last."""
-    if logits.ndim == 1:
-        return logits.reshape(1, -1)  # (1, C)
-    moved = np.moveaxis(logits, 1, -1)  # (N, d1, ..., C)
-    return np.ascontiguousarray(moved).reshape(-1, logits.shape[1])  # (N·d1·..., C)
+def _class_dim(op: str, input: Tensor) -> int:
+    check_float(op, "input", input)
+    if input.ndim == 0 or input.shape[0 if input.ndim == 1 else 1] == 0:
+        raise ShapeError(f"{op}: input must have shape (N, C), (C,) or (N, C, d1, ...) with "
+                           f"C >= 1, got {input.shape}")
+    return 0 if input.ndim == 1 else 1
 
 
-class CrossEntropy(Function):
-    """Per row: ``loss = (1 − ε)(lse − x_t) + ε (lse − mean_c x_c)``, ``lse = log Σ_c e^(x_c)``.
-
-    Rows whose target is ``ignore_index`` have loss 0; 'mean' divides the sum by the number
-    of other rows. Backward, for ``r`` the upstream gradient of a row's loss (``g``, ``g``, or
-    ``g / count`` for 'none', 'sum', 'mean'): ``dx = r (softmax(x) − (1 − ε) onehot(t) − ε/C)``,
-    and 0 on ignored rows.
-    """
-
-    @staticmethod
-    def forward(
-        ctx: Context, logits: np.ndarray, target: np.ndarray, ignore_index: int,
-        reduction: str, label_smoothing: float,
-    ) -> np.ndarray:
-        from ..kernels.cross_entropy import cross_entropy_forward  # numba loads on first use
-
-        rows = _rows(logits)
-        flat_target = target.reshape(-1)
-        loss, lse = cross_entropy_forward(rows, flat_target, ignore_index, label_smoothing)
-        count = int(np.count_nonzero(flat_target != ignore_index))
-        ctx.save_for_backward(rows, flat_target, lse, count, logits.shape, ignore_index,
-                              reduction, label_smoothing)
-        if reduction == "none":
-            return loss.reshape(target.shape)
-        total = loss.sum(dtype=np.float64)
-        if reduction == "sum":
-            return np.asarray(total, dtype=logits.dtype)
-        mean = total / count if count else np.nan  # every row ignored: nan, as PyTorch
-        return np.asarray(mean, dtype=logits.dtype)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        from ..kernels.cross_entropy import cross_entropy_backward
-
-        (rows, flat_target, lse, count, logits_shape, ignore_index, reduction,
-         label_smoothing) = ctx.saved
-        if reduction == "none":
-            grad_rows = grad.reshape(-1)
-        elif reduction == "sum":
-            grad_rows = np.full(len(rows), grad)
-        else:
-            grad_rows = np.full(len(rows), grad / count if count else 0.0)
-        grad_rows = np.ascontiguousarray(grad_rows, dtype=rows.dtype)
-        dlogits = cross_entropy_backward(rows, flat_target, lse, grad_rows, ignore_index,
-                                         label_smoothing)  # (rows, C)
-        if len(logits_shape) == 1:
-            return (dlogits.reshape(logits_shape),)  # (C,)
-        moved_shape = (logits_shape[0],) + logits_shape[2:] + (logits_shape[1],)
-        return (np.moveaxis(dlogits.reshape(moved_shape), -1, 1),)  # (N, C, d1, ...)
-
-
-def _target_array(target: object, logits_shape: tuple[int, ...]) -> np.ndarray:
-    """``target`` as an integer array of the shape that ``logits`` implies, or an error."""
+def _class_targets(op: str, target: object, input: Tensor, ignore_index: int) -> np.ndarray:
+    """``target`` as int64 class indices of the shape ``input`` implies, checked in range."""
     array = target.data if isinstance(target, Tensor) else np.asarray(target)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"cross_entropy: target must hold integer class indices, got dtype "
-                        f"{array.dtype} (class-probability targets are not supported)")
-    if len(logits_shape) == 1:
-        expected = ()
-    else:
-        expected = (logits_shape[0],) + logits_shape[2:]
+    expected = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
     if array.shape != expected:
-        raise ValueError(f"cross_entropy: input of shape {logits_shape} needs a target of "
-                         f"shape {expected}, got target of shape {array.shape}")
+        raise ShapeError(f"{op}: input of shape {input.shape} needs a target of shape "
+                           f"{expected}, got target of shape {array.shape}")
+    n_classes = input.shape[0 if input.ndim == 1 else 1]
+    bad = ((array < 0) | (array >= n_classes)) & (array != ignore_index)
+    if bad.any():
+        raise IndexError(f"{op}: target value {int(array[bad][0])} is out of range for "
+                         f"{n_classes} classes (expected 0 <= target < {n_classes} or target "
+                         f"== ignore_index {ignore_index})")
     return array.astype(np.int64, copy=False)
 
 
+def _reduce(loss: Tensor, reduction: str, denominator: Tensor | float | None = None) -> Tensor:
+    if reduction == "none":
+        return loss
+    total = loss.sum()
+    if reduction == "sum":
+        return total
+    return total / (loss.numel() if denominator is None else denominator)
+
+
+def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
+             ignore_index: int = -100, reduction: str = "mean") -> Tensor:
+    """Negative log-likelihood of log-probabilities ``input`` at the ``target`` classes.
+
+    ``loss_i = −w[t_i] · input[i, t_i]`` (0 for ignored targets); 'mean' divides the sum by
+    ``Σ w[t_i]`` over the kept targets.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.F.nll_loss(ta.tensor([[-1.0, -2.0]]), ta.tensor([1])).item()
+    2.0
+    """
+    class_dim = _class_dim("nll_loss", input)
+    check_choice("nll_loss", "reduction", reduction, REDUCTIONS)
+    ignore_index = check_int("nll_loss", "ignore_index", ignore_index)
+    classes = _class_targets("nll_loss", target, input, ignore_index)
+    kept = classes != ignore_index
+    safe = np.where(kept, classes, 0)
+    picked = gather(input, class_dim, Tensor(np.expand_dims(safe, class_dim)))
+    picked = picked.squeeze(class_dim)  # (N, d1, ...) or ()
+    weights = np.where(kept, 1.0, 0.0).astype(input.dtype)
+    if weight is not None:
+        check_float("nll_loss", "weight", weight)
+        weights = weights * weight.data[safe]
+    loss = -picked * Tensor(weights)
+    return _reduce(loss, reduction, Tensor(np.asarray(weights.sum(), input.dtype)))
+
+
 def cross_entropy(
-    input: Tensor, target: Tensor, ignore_index: int = -100, reduction: str = "mean",
+    input: Tensor, target: Tensor, weight: Tensor | None = None, size_average: None = None,
+    ignore_index: int = -100, reduce: None = None, reduction: str = "mean",
     label_smoothing: float = 0.0,
 ) -> Tensor:
-    """Cross-entropy between ``softmax(input)`` over the class dim and integer class targets.
+    """Cross-entropy between ``softmax(input)`` over the class dim and the targets.
 
     Parameters
     ----------
     input : Tensor, float, shape (N, C), (C,) or (N, C, d1, ...): unnormalised logits
-    target : Tensor of integers, shape (N,), () or (N, d1, ...), each in ``[0, C)`` or
-        equal to ``ignore_index``
+    target : integer class indices of shape (N,), () or (N, d1, ...), each in ``[0, C)`` or
+        equal to ``ignore_index``; or class probabilities of ``input``'s shape
+    weight : Tensor (C,), optional class weights (not with ``label_smoothing``)
     ignore_index : int, targets with this value add nothing to the loss or the gradient
     reduction : {'mean', 'sum', 'none'}
         'mean' averages over the non-ignored targets (nan when there are none), 'sum' adds
         them, 'none' returns one loss per target.
-    label_smoothing : float in [0, 1], mixes the one-hot target with a uniform distribution
-
-    Returns
-    -------
-    Tensor: a scalar, or the shape of ``target`` when ``reduction='none'``
+    label_smoothing : float in [0, 1], mixes the target with a uniform distribution
 
     Examples
     --------
@@ -120,28 +112,54 @@ def cross_entropy(
     >>> math.isclose(loss.item(), math.log(4), rel_tol=1e-6)
     True
     """
-    if not isinstance(input, Tensor) or input.dtype.kind != "f":
-        raise TypeError(f"cross_entropy: input must be a float Tensor of logits, got "
-                        f"{type(input).__name__} of dtype {getattr(input, 'dtype', None)}")
-    if input.ndim == 0 or input.shape[0 if input.ndim == 1 else 1] == 0:
-        raise ValueError(f"cross_entropy: input must have shape (N, C), (C,) or "
-                         f"(N, C, d1, ...) with C >= 1, got {input.shape}")
-    if reduction not in REDUCTIONS:
-        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', got "
-                         f"{reduction!r}")
-    is_number = isinstance(label_smoothing, (int, float, np.number))
-    if isinstance(label_smoothing, bool) or not is_number or not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"cross_entropy: label_smoothing must be a number in [0, 1], got "
-                         f"{label_smoothing!r}")
-    if isinstance(ignore_index, bool) or not isinstance(ignore_index, (int, np.integer)):
-        raise TypeError(f"cross_entropy: ignore_index must be an int, got "
-                        f"{type(ignore_index).__name__}")
-    array = _target_array(target, input.shape)
-    n_classes = input.shape[0 if input.ndim == 1 else 1]
-    bad = ((array < 0) | (array >= n_classes)) & (array != ignore_index)
-    if bad.any():
-        raise IndexError(f"cross_entropy: target value {int(array[bad][0])} is out of range "
-                         f"for {n_classes} classes (expected 0 <= target < {n_classes} or "
-                         f"target == ignore_index {ignore_index})")
-    return CrossEntropy.apply(input, target=array, ignore_index=int(ignore_index),
-                              reduction=reduction, label_smoothing=float(label_smoothing))
+    if size_average is not None or reduce is not None:
+        raise TypeError("cross_entropy: size_average and reduce are deprecated in PyTorch and "
+                        "not supported; use reduction=")
+    class_dim = _class_dim("cross_entropy", input)
+    check_choice("cross_entropy", "reduction", reduction, REDUCTIONS)
+    label_smoothing = check_number("cross_entropy", "label_smoothing", label_smoothing, 0.0, 1.0)
+    ignore_index = check_int("cross_entropy", "ignore_index", ignore_index)
+    target_array = target.data if isinstance(target, Tensor) else np.asarray(target)
+    if target_array.dtype.kind == "f":
+        return _soft_cross_entropy(input, target, class_dim, weight, reduction, label_smoothing)
+    if target_array.dtype.kind not in "iu":
+        raise DTypeError(f"cross_entropy: target must hold class indices (integers) or "
+                           f"class probabilities (floats), got dtype {target_array.dtype}")
+    if weight is not None:
+        if label_smoothing:
+            raise NotImplementedError("cross_entropy: class weights with label_smoothing are "
+                                      "not supported")
+        return nll_loss(log_softmax(input, class_dim), target, weight, ignore_index, reduction)
+    classes = _class_targets("cross_entropy", target_array, input, ignore_index)
+    return CrossEntropy.apply(input, target=classes, ignore_index=ignore_index,
+                              reduction=reduction, label_smoothing=label_smoothing)
+
+
+def _soft_cross_entropy(input: Tensor, target: Tensor, class_dim: int, weight: Tensor | None,
+                        reduction: str, label_smoothing: float) -> Tensor:
+    """``−Σ_c t_c log softmax(x)_c`` per sample, with ``t = (1 − ε) t + ε / C``."""
+    if not isinstance(target, Tensor) or target.shape != input.shape:
+        raise ShapeError(f"cross_entropy: class-probability targets must have the input's "
+                           f"shape {input.shape}, got {getattr(target, 'shape', None)}")
+    n_classes = input.shape[class_dim]
+    probs = target.to(input.dtype)
+    if label_smoothing:
+        probs = probs * (1 - label_smoothing) + label_smoothing / n_classes
+    terms = log_softmax(input, class_dim) * probs
+    if weight is not None:
+        check_float("cross_entropy", "weight", weight)
+        shape = [1] * input.ndim
+        shape[class_dim] = n_classes
+        terms = terms * weight.reshape(shape)
+    loss = -terms.sum(class_dim)
+    return _reduce(loss, reduction)
+
+
+def mse_loss(input: Tensor, target: Tensor, reduction: str = "mean") -> Tensor:
+    """Mean squared error ``(input − target)²`` reduced as ``reduction`` says."""
+    check_choice("mse_loss", "reduction", reduction, REDUCTIONS)
+    diff = input - target
+    return _reduce(diff * diff, reduction)
+
+
+__all__ = ["cross_entropy", "mse_loss", "nll_loss"]

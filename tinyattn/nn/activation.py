@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ..functional import gelu, relu
-from ..functional.activation import check_approximate
+from ..functional.activation import GELU_APPROXIMATIONS
+from ..ops.validate import check_choice
 from ..tensor import Tensor
 from .module import Module
 
@@ -22,7 +23,7 @@ class GELU(Module):
 
     def __init__(self, approximate: str = "none"):
         super().__init__()
-        self.approximate = check_approximate("GELU", approximate)
+        self.approximate = check_choice("GELU", "approximate", approximate, GELU_APPROXIMATIONS)
 
     def forward(self, input: Tensor) -> Tensor:
         return gelu(input, self.approximate)

@@ -6,10 +6,14 @@ Three ways to build multi-head attention, from the most explicit to the one PyTo
 * :class:`MultiHeadAttentionWrapper` — ``num_heads`` independent ``SelfAttention`` heads whose
   outputs are concatenated;
 * :class:`MultiHeadAttention` — one projection per role, split into heads by columns, followed
-  by an output projection; the layout and masks of ``torch.nn.MultiheadAttention``.
+  by an output projection; the masks of ``torch.nn.MultiheadAttention``.
 
-Head ``h`` of ``MultiHeadAttention`` reads the rows ``h·d_head : (h+1)·d_head`` of each
-projection weight, so it is exactly a ``SelfAttention`` head with those rows as its weights.
+Head ``h`` of ``MultiHeadAttention`` reads the rows ``h·D : (h+1)·D`` of each projection weight,
+so it is exactly a ``SelfAttention`` head with those rows as its weights.
+
+Every layer takes ``impl="auto" | "composed" | "fused"`` (see
+:func:`tinyattn.nn.functional.choose_path`) and records in ``attention_path`` which path its
+last forward took and why.
 """
 
 from __future__ import annotations
@@ -18,36 +22,52 @@ from typing import Any
 
 import numpy as np
 
-from ..functional.attention import scaled_dot_product_attention
+from ..functional.attention import (
+    IMPLS,
+    AttentionPath,
+    choose_path,
+    scaled_dot_product_attention,
+)
 from ..ops import cat, stack
+from ..ops.attention import attention_composed, default_scale
+from ..ops.validate import check_choice, check_float, check_int, check_number
+from ..random import draw_seed
 from ..tensor import Tensor
 from .container import ModuleList
+from .hooks import HookPoint
 from .linear import Linear
 from .module import Module
 
 
-def _check_sizes(layer: str, **sizes: int) -> None:
-    for label, size in sizes.items():
-        if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size <= 0:
-            raise ValueError(f"{layer}: {label} must be a positive int, got {size!r}")
-
-
 def _check_dropout(layer: str, dropout: float) -> float:
-    if isinstance(dropout, bool) or not isinstance(dropout, (int, float)) or not (
-            0.0 <= dropout < 1.0):
-        raise ValueError(f"{layer}: dropout must be a probability in [0, 1), got {dropout!r}")
-    return float(dropout)
+    return check_number(layer, "dropout", dropout, 0.0, 1.0)
 
 
 def _check_input(layer: str, label: str, x: Any, features: int) -> None:
     """``x`` must be a float Tensor ``(B, T, features)`` or ``(T, features)``."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"{layer}: {label} must be a Tensor, got {type(x).__name__}")
-    if x.dtype.kind != "f":
-        raise TypeError(f"{layer}: {label} must be a float tensor, got dtype {x.dtype}")
+    check_float(layer, label, x)
     if x.ndim not in (2, 3) or x.shape[-1] != features:
         raise ValueError(f"{layer}: {label} must have shape (B, T, {features}) or (T, {features}),"
                          f" got {x.shape}")
+
+
+def _attend(q: Tensor, k: Tensor, v: Tensor, path: AttentionPath, mask: Tensor | None,
+            dropout_p: float, causal: bool, window_size: int | None,
+            scores_hook: Any = None, weights_hook: Any = None) -> tuple[Tensor, Tensor | None]:
+    """Run the chosen attention path on ``(B, H, T, D)`` heads; returns (output, weights).
+
+    ``mask`` follows SDPA's polarity (True = may attend). The composed path calls the hooks on
+    the scores and on the weights (the pattern) between its steps.
+    """
+    if path.impl == "fused":
+        out = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
+                                           is_causal=causal, enable_gqa=True,
+                                           window_size=window_size, impl="fused")
+        return out, None
+    seed = draw_seed() if dropout_p > 0.0 else 0
+    return attention_composed(q, k, v, mask, dropout_p, causal, default_scale(q.shape[-1]),
+                              seed, window_size, scores_hook=scores_hook,
+                              weights_hook=weights_hook)
 
 
 class SelfAttention(Module):
@@ -62,7 +82,9 @@ class SelfAttention(Module):
     causal : bool
         Position ``t`` attends only positions ``<= t``.
     dropout : float
-        Dropout on the attention weights while training, in ``[0, 1)``.
+        Dropout on the attention weights while training, in ``[0, 1]``.
+    impl : {'auto', 'composed', 'fused'}
+        Which attention path to take.
 
     Examples
     --------
@@ -70,15 +92,19 @@ class SelfAttention(Module):
     >>> head = ta.nn.SelfAttention(8, 4, causal=True)
     >>> head(ta.randn(2, 5, 8)).shape
     (2, 5, 4)
+    >>> head.attention_path.impl
+    'fused'
     """
 
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False, causal: bool = False,
-                 dropout: float = 0.0):
+                 dropout: float = 0.0, impl: str = "auto"):
         super().__init__()
-        _check_sizes("SelfAttention", d_in=d_in, d_out=d_out)
-        self.d_in, self.d_out = int(d_in), int(d_out)
+        self.d_in = check_int("SelfAttention", "d_in", d_in, 1)
+        self.d_out = check_int("SelfAttention", "d_out", d_out, 1)
         self.causal = bool(causal)
         self.dropout = _check_dropout("SelfAttention", dropout)
+        self.impl = check_choice("SelfAttention", "impl", impl, IMPLS)
+        self.attention_path: AttentionPath | None = None
         self.q_proj = Linear(d_in, d_out, bias=qkv_bias)
         self.k_proj = Linear(d_in, d_out, bias=qkv_bias)
         self.v_proj = Linear(d_in, d_out, bias=qkv_bias)
@@ -87,14 +113,14 @@ class SelfAttention(Module):
         """``(B, T, d_in) -> (B, T, d_out)``; with ``need_weights`` also the ``(B, T, T)``
         weights."""
         _check_input("SelfAttention", "x", x, self.d_in)
-        return scaled_dot_product_attention(
-            self.q_proj(x), self.k_proj(x), self.v_proj(x),  # (B, T, d_out) each
-            dropout_p=self.dropout if self.training else 0.0, is_causal=self.causal,
-            need_weights=need_weights,
-        )
+        self.attention_path = choose_path(self.impl, need_weights)
+        q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, d_out) each
+        dropout_p = self.dropout if self.training else 0.0
+        out, weights = _attend(q, k, v, self.attention_path, None, dropout_p, self.causal, None)
+        return (out, weights) if need_weights else out
 
     def extra_repr(self) -> str:
-        return f"d_in={self.d_in}, d_out={self.d_out}, causal={self.causal}"
+        return f"d_in={self.d_in}, d_out={self.d_out}, causal={self.causal}, impl={self.impl!r}"
 
 
 class MultiHeadAttentionWrapper(Module):
@@ -111,13 +137,18 @@ class MultiHeadAttentionWrapper(Module):
     """
 
     def __init__(self, d_in: int, d_out: int, num_heads: int, qkv_bias: bool = False,
-                 causal: bool = False, dropout: float = 0.0):
+                 causal: bool = False, dropout: float = 0.0, impl: str = "auto"):
         super().__init__()
-        _check_sizes("MultiHeadAttentionWrapper", d_in=d_in, d_out=d_out, num_heads=num_heads)
-        self.d_in = int(d_in)
+        num_heads = check_int("MultiHeadAttentionWrapper", "num_heads", num_heads, 1)
+        self.d_in = check_int("MultiHeadAttentionWrapper", "d_in", d_in, 1)
         self.heads = ModuleList(
-            SelfAttention(d_in, d_out, qkv_bias, causal, dropout) for _ in range(num_heads)
+            SelfAttention(d_in, d_out, qkv_bias, causal, dropout, impl) for _ in range(num_heads)
         )
+
+    @property
+    def attention_path(self) -> AttentionPath | None:
+        """The path of the last forward (every head takes the same one)."""
+        return self.heads[0].attention_path
 
     def forward(self, x: Tensor, need_weights: bool = False) -> Tensor | tuple[Tensor, Tensor]:
         """``(B, T, d_in) -> (B, T, num_heads·d_out)``; with ``need_weights`` also the
@@ -130,21 +161,34 @@ class MultiHeadAttentionWrapper(Module):
 
 
 class MultiHeadAttention(Module):
-    """Multi-head attention with the layout and masks of ``torch.nn.MultiheadAttention``.
+    """Multi-head attention with separate projections and the masks of
+    ``torch.nn.MultiheadAttention``.
 
-    ``out_proj(concat_h softmax(q_h k_hᵀ / √d_head + mask) v_h)`` where ``q_h`` is columns
-    ``h·d_head : (h+1)·d_head`` of ``q_proj(query)`` (likewise ``k_h``, ``v_h``).
+    ``out_proj(concat_h softmax(q_h k_hᵀ / √D + mask) v_h)`` where ``q_h`` is columns
+    ``h·D : (h+1)·D`` of ``q_proj(query)`` (likewise ``k_h``, ``v_h``).
 
     Parameters
     ----------
     embed_dim, num_heads : int
-        Model width and number of heads; ``d_head = embed_dim // num_heads``.
+        Model width ``C`` and number of heads ``H``; head size ``D = C // H``.
     dropout : float
-        Dropout on the attention weights while training, in ``[0, 1)``.
+        Dropout on the attention weights while training, in ``[0, 1]``.
     bias : bool
         Whether ``q_proj``, ``k_proj``, ``v_proj`` and ``out_proj`` have biases.
     causal : bool
         (+) Always apply a causal mask (as if ``is_causal=True`` were passed to ``forward``).
+    impl : {'auto', 'composed', 'fused'}
+        (+) Which attention path to take.
+    num_kv_heads : int, optional
+        (+) Grouped-query attention: ``k_proj``/``v_proj`` make ``num_kv_heads`` heads of size
+        ``D``, each shared by ``H / num_kv_heads`` query heads (1: multi-query attention).
+    window_size : int, optional
+        (+) Sliding-window attention: each query sees only the last ``window_size`` keys (with
+        ``causal``).
+
+    Hook points (see :mod:`tinyattn.nn.hooks`): ``hook_q``, ``hook_k``, ``hook_v`` (each
+    ``(B, H, T, D)``), ``hook_attn_scores`` and ``hook_pattern`` (``(B, H, T, S)``, composed
+    path only: hooking them makes ``impl='auto'`` take it), ``hook_z`` (``(B, H, T, D)``).
 
     Examples
     --------
@@ -152,26 +196,40 @@ class MultiHeadAttention(Module):
     >>> mha = ta.nn.MultiHeadAttention(8, num_heads=2)
     >>> x = ta.randn(3, 5, 8)
     >>> out, weights = mha(x, need_weights=True)
-    >>> out.shape, weights.shape
-    ((3, 5, 8), (3, 5, 5))
+    >>> out.shape, weights.shape, mha.attention_path.impl
+    ((3, 5, 8), (3, 5, 5), 'composed')
     """
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
-                 causal: bool = False):
+                 causal: bool = False, impl: str = "auto", num_kv_heads: int | None = None,
+                 window_size: int | None = None):
         super().__init__()
         name = "MultiHeadAttention"
-        _check_sizes(name, embed_dim=embed_dim, num_heads=num_heads)
+        self.embed_dim = check_int(name, "embed_dim", embed_dim, 1)
+        self.num_heads = check_int(name, "num_heads", num_heads, 1)
         if embed_dim % num_heads:
             raise ValueError(f"{name}: embed_dim {embed_dim} must be divisible by num_heads "
                              f"{num_heads}")
-        self.embed_dim, self.num_heads = int(embed_dim), int(num_heads)
+        self.num_kv_heads = self.num_heads if num_kv_heads is None else check_int(
+            name, "num_kv_heads", num_kv_heads, 1)
+        if self.num_heads % self.num_kv_heads:
+            raise ValueError(f"{name}: num_heads {num_heads} must be divisible by num_kv_heads "
+                             f"{num_kv_heads}")
+        self.window_size = None if window_size is None else check_int(name, "window_size",
+                                                                      window_size, 1)
         self.d_head = self.embed_dim // self.num_heads
         self.dropout = _check_dropout(name, dropout)
         self.bias, self.causal = bool(bias), bool(causal)
+        self.impl = check_choice(name, "impl", impl, IMPLS)
+        self.attention_path: AttentionPath | None = None
+        kv_width = self.num_kv_heads * self.d_head
         self.q_proj = Linear(embed_dim, embed_dim, bias=bias)
-        self.k_proj = Linear(embed_dim, embed_dim, bias=bias)
-        self.v_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.k_proj = Linear(embed_dim, kv_width, bias=bias)
+        self.v_proj = Linear(embed_dim, kv_width, bias=bias)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
+        self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
+        self.hook_z = HookPoint()
 
     def forward(
         self,
@@ -184,14 +242,14 @@ class MultiHeadAttention(Module):
         average_attn_weights: bool = True,
         is_causal: bool = False,
     ) -> Tensor | tuple[Tensor, Tensor]:
-        """Attend from ``query (B, L, E)`` to ``key (B, S, E)`` / ``value (B, S, E)``.
+        """Attend from ``query (B, T, C)`` to ``key (B, S, C)`` / ``value (B, S, C)``.
 
         ``key`` defaults to ``query`` and ``value`` to ``key``. Masks as in PyTorch: boolean
         True means NOT allowed, float masks are added to the scores; ``key_padding_mask`` is
-        ``(B, S)``, ``attn_mask`` ``(L, S)`` or ``(B·num_heads, L, S)`` (unbatched: ``(S,)``
-        and ``(L, S)`` or ``(num_heads, L, S)``). ``is_causal`` (or ``causal=True`` at
-        construction) adds a causal mask. Returns the output ``(B, L, E)``, and with
-        ``need_weights`` the weights ``(B, L, S)`` averaged over heads or ``(B, H, L, S)``.
+        ``(B, S)``, ``attn_mask`` ``(T, S)`` or ``(B·H, T, S)`` (unbatched: ``(S,)`` and
+        ``(T, S)`` or ``(H, T, S)``). ``is_causal`` (or ``causal=True`` at construction) adds a
+        causal mask. Returns the output ``(B, T, C)``, and with ``need_weights`` the weights
+        ``(B, T, S)`` averaged over heads or ``(B, H, T, S)``.
         """
         name = "MultiHeadAttention"
         key = query if key is None else key
@@ -201,35 +259,38 @@ class MultiHeadAttention(Module):
         if not query.ndim == key.ndim == value.ndim or key.shape[:-1] != value.shape[:-1] or (
                 query.shape[:-2] != key.shape[:-2]):
             raise ValueError(f"{name}: query {query.shape}, key {key.shape} and value "
-                             f"{value.shape} must be (B, L, E), (B, S, E), (B, S, E) with one B")
+                             f"{value.shape} must be (B, T, C), (B, S, C), (B, S, C) with one B")
         batched = query.ndim == 3
         if not batched:
-            query, key, value = (t.unsqueeze(0) for t in (query, key, value))  # (1, L|S, E)
-        B, L, E = query.shape
-        S, H, d_head = key.shape[1], self.num_heads, self.d_head
+            query, key, value = (t.unsqueeze(0) for t in (query, key, value))  # (1, T|S, C)
+        B, T, C = query.shape
+        S, H, Hkv, D = key.shape[1], self.num_heads, self.num_kv_heads, self.d_head
         mask, causal = self._combined_mask(key_padding_mask, attn_mask, is_causal or self.causal,
-                                           query.dtype, B, L, S, batched)
-        q = self.q_proj(query).view(B, L, H, d_head).transpose(1, 2)  # (B, H, L, d_head)
-        k = self.k_proj(key).view(B, S, H, d_head).transpose(1, 2)  # (B, H, S, d_head)
-        v = self.v_proj(value).view(B, S, H, d_head).transpose(1, 2)  # (B, H, S, d_head)
-        result = scaled_dot_product_attention(
-            q, k, v, attn_mask=mask, dropout_p=self.dropout if self.training else 0.0,
-            is_causal=causal, need_weights=need_weights,
-        )
-        heads, weights = result if need_weights else (result, None)
-        output = self.out_proj(heads.transpose(1, 2).reshape(B, L, E))  # (B, L, E)
-        if weights is not None and average_attn_weights:
-            weights = weights.mean(dim=1)  # (B, L, S)
+                                           query.dtype, B, T, S, batched)
+        hooked = [p for p in ("hook_attn_scores", "hook_pattern") if getattr(self, p).active]
+        self.attention_path = choose_path(
+            self.impl, need_weights, mask is not None and mask.requires_grad,
+            f"a hook on {' and '.join(hooked)} needs the composed path" if hooked else None)
+        q = self.hook_q(self.q_proj(query).view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
+        k = self.hook_k(self.k_proj(key).view(B, S, Hkv, D).transpose(1, 2))  # (B, Hkv, S, D)
+        v = self.hook_v(self.v_proj(value).view(B, S, Hkv, D).transpose(1, 2))  # (B, Hkv, S, D)
+        dropout_p = self.dropout if self.training else 0.0
+        z, weights = _attend(q, k, v, self.attention_path, mask, dropout_p, causal,
+                             self.window_size, self.hook_attn_scores, self.hook_pattern)
+        z = self.hook_z(z)  # (B, H, T, D)
+        output = self.out_proj(z.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+        if need_weights and average_attn_weights:
+            weights = weights.mean(dim=1)  # (B, T, S)
         if not batched:
-            output = output.squeeze(0)  # (L, E)
+            output = output.squeeze(0)  # (T, C)
             weights = None if weights is None else weights.squeeze(0)
-        return output if weights is None else (output, weights)
+        return (output, weights) if need_weights else output
 
     def _combined_mask(self, key_padding_mask: Any, attn_mask: Any, causal: bool,
-                       dtype: np.dtype, B: int, L: int, S: int,
+                       dtype: np.dtype, B: int, T: int, S: int,
                        batched: bool) -> tuple[Tensor | None, bool]:
         """One SDPA mask ``(True = may attend, or additive float)`` broadcasting to
-        ``(B, H, L, S)``, and whether SDPA itself should apply the causal mask."""
+        ``(B, H, T, S)``, and whether SDPA itself should apply the causal mask."""
         H = self.num_heads
         blocked = []  # each: bool (True = NOT allowed) or float (added), 4-D broadcastable
         if key_padding_mask is not None:
@@ -238,12 +299,12 @@ class MultiHeadAttention(Module):
             blocked.append(kpm.reshape(B, 1, 1, S))  # (B, 1, 1, S)
         if attn_mask is not None:
             mask = self._mask_tensor("attn_mask", attn_mask, dtype,
-                                     (L, S), (B * H, L, S) if batched else (H, L, S))
-            blocked.append(mask if mask.ndim == 2 else mask.reshape(B, H, L, S))  # (B, H, L, S)
+                                     (T, S), (B * H, T, S) if batched else (H, T, S))
+            blocked.append(mask if mask.ndim == 2 else mask.reshape(B, H, T, S))  # (B, H, T, S)
         if not blocked:
             return None, causal
         if causal:
-            blocked.append(Tensor(~np.tril(np.ones((L, S), dtype=bool))))  # (L, S)
+            blocked.append(Tensor(~np.tril(np.ones((T, S), dtype=bool))))  # (T, S)
         if all(m.dtype == np.bool_ for m in blocked):
             merged = blocked[0].data
             for m in blocked[1:]:
@@ -326,5 +387,10 @@ class MultiHeadAttention(Module):
         return torch_mha.train(self.training)
 
     def extra_repr(self) -> str:
-        return (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
-                f"dropout={self.dropout}, causal={self.causal}")
+        text = (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "
+                f"dropout={self.dropout}, causal={self.causal}, impl={self.impl!r}")
+        if self.num_kv_heads != self.num_heads:
+            text += f", num_kv_heads={self.num_kv_heads}"
+        if self.window_size is not None:
+            text += f", window_size={self.window_size}"
+        return text

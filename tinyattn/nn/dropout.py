@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ..functional import dropout
-from ..functional.dropout import check_probability
+from ..ops.validate import check_probability
 from ..tensor import Tensor
 from .module import Module
 

@@ -1,18 +1,98 @@
-"""Primitive differentiable ops: each a ``Function`` with forward and backward side by side,
-plus the function that validates its inputs and applies it to tensors."""
+"""Every differentiable primitive: one ``Function`` per op, forward beside backward (and its
+differentiable form), each with the math in its docstring, plus the function that checks an
+op's inputs and applies it to tensors.
 
-from .arithmetic import add, div, mul, neg, pow, sub
-from .index import cat, chunk, getitem, masked_fill, split, stack, tril, triu, where
-from .linalg import matmul
-from .reduce import max, mean, sum, var
-from .shape import contiguous, expand, permute, reshape, squeeze, transpose, unsqueeze
+=====================  ==========================================================
+file                   ops
+=====================  ==========================================================
+``arithmetic.py``      Add, Sub, Mul, Div, Neg, Pow, PowScalar
+``unary.py``           Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Abs, Sin, Cos, Erf,
+                       Clamp, Cast
+``compare.py``         comparisons, logic, Maximum (maximum/minimum)
+``reduce.py``          Sum, Mean, Var (std), Extremum (amax/amin, max/min)
+``shape.py``           Reshape, Permute, Expand, Tile (repeat), Copy (clone/contiguous)
+``index.py``           GetItem, IndexPut (setitem), Cat, Stack, Where, MaskedFill, Triangle
+``matmul.py``          MatMul (matmul, mm, bmm, dot)
+``softmax.py``         Softmax, LogSoftmax
+``linear.py``          Linear
+``activation.py``      Gelu
+``dropout.py``         Dropout
+``normalization.py``   LayerNorm
+``loss.py``            CrossEntropy
+``embedding.py``       Embedding
+``attention.py``       FusedAttention, and the composed attention path
+=====================  ==========================================================
+"""
+
+from .arithmetic import add, div, floor_divide, mul, neg, pow, remainder, sub
+from .compare import (
+    allclose,
+    eq,
+    equal,
+    ge,
+    gt,
+    isclose,
+    isfinite,
+    isinf,
+    isnan,
+    le,
+    logical_and,
+    logical_not,
+    logical_op,
+    logical_or,
+    lt,
+    maximum,
+    minimum,
+    ne,
+)
+from .index import (
+    cat,
+    gather,
+    getitem,
+    index_put,
+    masked_fill,
+    setitem,
+    stack,
+    topk,
+    tril,
+    triu,
+    where,
+)
+from .matmul import bmm, dot, matmul, mm
+from .reduce import amax, amin, argmax, argmin, logsumexp, max, mean, min, std, sum, var
+from .shape import (
+    chunk,
+    clone,
+    contiguous,
+    expand,
+    expand_as,
+    flatten,
+    flip,
+    movedim,
+    permute,
+    repeat,
+    repeat_interleave,
+    reshape,
+    split,
+    squeeze,
+    transpose,
+    unbind,
+    unflatten,
+    unsqueeze,
+    view,
+)
 from .softmax import log_softmax, softmax
-from .unary import cast, exp, log, relu, sigmoid, sqrt, tanh
-from .validate import normalize_dim
+from .unary import abs, cast, clamp, cos, erf, exp, log, relu, rsqrt, sigmoid, sin, sqrt, tanh
 
 __all__ = [
-    "add", "cast", "cat", "chunk", "contiguous", "div", "exp", "expand", "getitem", "log",
-    "log_softmax", "masked_fill", "matmul", "max", "mean", "mul", "neg", "normalize_dim",
-    "permute", "pow", "relu", "reshape", "sigmoid", "softmax", "split", "sqrt", "squeeze",
-    "stack", "sub", "sum", "tanh", "transpose", "tril", "triu", "unsqueeze", "var", "where",
+    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm", "cast", "cat",
+    "chunk", "clamp", "clone", "contiguous", "cos", "div", "dot", "eq", "equal", "erf", "exp",
+    "expand", "expand_as", "flatten", "flip", "floor_divide", "gather", "ge", "getitem", "gt",
+    "index_put", "isclose", "isfinite", "isinf", "isnan", "le", "log", "log_softmax",
+    "logical_and", "logical_not", "logical_op", "logical_or", "logsumexp", "lt",
+    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "movedim",
+    "mul", "ne", "neg", "permute", "pow", "relu", "remainder", "repeat", "repeat_interleave",
+    "reshape", "rsqrt", "setitem", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze",
+    "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unbind",
+    "unflatten", "unsqueeze", "var", "view", "where",
 ]

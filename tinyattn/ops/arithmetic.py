@@ -1,16 +1,20 @@
-"""Elementwise arithmetic: add, sub, mul, div, neg, pow.
+"""Elementwise arithmetic: add, sub, mul, div, neg, pow (and the integer floor_divide/remainder).
 
 Every backward here returns a gradient of the *output* (broadcast) shape; the engine's
-``unbroadcast`` sums it back to each input's shape.
+``unbroadcast`` sums it back to each input's shape. Operands are promoted as PyTorch does
+(:mod:`.operands`).
 """
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..autograd import Context, Function
-from ..tensor import Tensor, as_tensor
-from .validate import broadcast_shapes
+from ..tensor import Tensor
+from .operands import operands
+from .validate import DTypeError, broadcast_shapes, is_number
 
 
 class Add(Function):
@@ -21,8 +25,10 @@ class Add(Function):
         return a + b
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
         return grad, grad
+
+    differentiable_backward = backward  # linear in g: the same code runs on tensors
 
 
 class Sub(Function):
@@ -33,8 +39,10 @@ class Sub(Function):
         return a - b
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
         return grad, -grad
+
+    differentiable_backward = backward
 
 
 class Mul(Function):
@@ -42,15 +50,20 @@ class Mul(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        ctx.save_for_backward(a, b)
+        need_a, need_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)
         return a * b
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
         a, b = ctx.saved
-        da = grad * b if ctx.needs_input_grad[0] else None
-        db = grad * a if ctx.needs_input_grad[1] else None
-        return da, db
+        return (grad * b if b is not None else None, grad * a if a is not None else None)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        a, b = ctx.inputs
+        need_a, need_b = ctx.needs_input_grad
+        return (grad * b if need_a else None, grad * a if need_b else None)
 
 
 class Div(Function):
@@ -58,15 +71,23 @@ class Div(Function):
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        ctx.save_for_backward(a, b)
-        return a / b
+        ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return a / b
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
         a, b = ctx.saved
-        da = grad / b if ctx.needs_input_grad[0] else None
-        db = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            da = grad / b if ctx.needs_input_grad[0] else None
+            db = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
         return da, db
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        a, b = ctx.inputs
+        need_a, need_b = ctx.needs_input_grad
+        return (grad / b if need_a else None, -grad * a / (b * b) if need_b else None)
 
 
 class Neg(Function):
@@ -77,75 +98,177 @@ class Neg(Function):
         return -a
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+    def backward(ctx: Context, grad: Any) -> tuple[Any]:
         return (-grad,)
+
+    differentiable_backward = backward
 
 
 class PowScalar(Function):
-    """``out = a ** p`` for a constant ``p``; ``da = g * p * a ** (p - 1)``."""
+    """``out = a ** p`` for a constant ``p``; ``da = g * p * a ** (p - 1)`` (0 when ``p = 0``)."""
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, exponent: float) -> np.ndarray:
         ctx.save_for_backward(a, exponent)
-        return a**exponent
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return a**exponent
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         a, exponent = ctx.saved
-        return (grad * exponent * a ** (exponent - 1),)
+        if exponent == 0:
+            return (np.zeros_like(grad),)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return (grad * exponent * a ** (exponent - 1),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (a,) = ctx.inputs
+        exponent = ctx.saved[1]
+        if exponent == 0:
+            return (grad * 0.0,)
+        return (grad * exponent * pow(a, exponent - 1),)
 
 
 class Pow(Function):
-    """``out = a ** b`` for tensors; ``da = g * b * a ** (b - 1)``, ``db = g * out * log(a)``."""
+    """``out = a ** b`` for tensors.
+
+    ``da = g · b · a^(b−1)`` (0 where ``b = 0``), ``db = g · a^b · ln a`` (0 where ``a = 0`` and
+    ``b ≥ 0``: the limit of ``a^b ln a``), as PyTorch.
+    """
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        out = a**b
-        ctx.save_for_backward(a, b, out)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            out = a**b
+        ctx.save_for_backward(a, b, out if ctx.needs_input_grad[1] else None)
         return out
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
         a, b, out = ctx.saved
-        da = grad * b * a ** (b - 1) if ctx.needs_input_grad[0] else None
-        db = grad * out * np.log(a) if ctx.needs_input_grad[1] else None
+        zero = np.zeros((), grad.dtype)
+        da = db = None
+        with np.errstate(divide="ignore", invalid="ignore"):
+            if ctx.needs_input_grad[0]:
+                da = np.where(b == 0, zero, grad * b * a ** (b - 1))
+            if ctx.needs_input_grad[1]:
+                db = grad * np.where((a == 0) & (b >= 0), zero, out * np.log(a))
+        return da, db
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        from .index import where
+        from .unary import log
+
+        a, b = ctx.inputs
+        da = db = None
+        if ctx.needs_input_grad[0]:
+            da = where(b == 0, 0.0, grad * b * pow(a, b - 1))
+        if ctx.needs_input_grad[1]:
+            db = grad * where((a == 0) & (b >= 0), 0.0, pow(a, b) * log(a))
         return da, db
 
 
-def _binary(fn: type[Function], name: str, a: object, b: object) -> Tensor:
-    a_t = as_tensor(a, like=b if isinstance(b, Tensor) else None)
-    b_t = as_tensor(b, like=a_t)
+def _binary(fn: type[Function], name: str, a: Any, b: Any, floating: bool = False) -> Tensor:
+    a_t, b_t = operands(name, a, b, floating=floating)
     broadcast_shapes(name, a_t.shape, b_t.shape)
+    if a_t.dtype.kind == "b" and fn is Sub:
+        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
+                           "supported; use the `^` or logical_xor() operator instead")
     return fn.apply(a_t, b_t)
 
 
-def add(a: object, b: object) -> Tensor:
-    """Elementwise ``a + b`` with numpy broadcasting."""
-    return _binary(Add, "add", a, b)
+def add(input: Any, other: Any, alpha: Any = 1) -> Tensor:
+    """Elementwise ``input + alpha · other`` with broadcasting.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.add(ta.tensor([1, 2]), 0.5).tolist()     # int64 + a float: float32
+    [1.5, 2.5]
+    """
+    if not (isinstance(alpha, (int, np.integer)) and alpha == 1):
+        other = mul(other, alpha)
+    return _binary(Add, "add", input, other)
 
 
-def sub(a: object, b: object) -> Tensor:
-    """Elementwise ``a - b`` with numpy broadcasting."""
-    return _binary(Sub, "sub", a, b)
+def sub(input: Any, other: Any, alpha: Any = 1) -> Tensor:
+    """Elementwise ``input - alpha · other`` with broadcasting."""
+    if not (isinstance(alpha, (int, np.integer)) and alpha == 1):
+        other = mul(other, alpha)
+    return _binary(Sub, "sub", input, other)
 
 
-def mul(a: object, b: object) -> Tensor:
-    """Elementwise ``a * b`` with numpy broadcasting."""
-    return _binary(Mul, "mul", a, b)
+def mul(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input * other`` with broadcasting."""
+    return _binary(Mul, "mul", input, other)
 
 
-def div(a: object, b: object) -> Tensor:
-    """Elementwise ``a / b`` with numpy broadcasting (true division)."""
-    return _binary(Div, "div", a, b)
+def div(input: Any, other: Any, rounding_mode: str | None = None) -> Tensor:
+    """Elementwise true division (integers give floats), or ``'floor'``/``'trunc'`` rounding."""
+    if rounding_mode is None:
+        return _binary(Div, "div", input, other, floating=True)
+    if rounding_mode == "floor":
+        return floor_divide(input, other)
+    if rounding_mode == "trunc":
+        a, b = operands("div", input, other)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            q = np.trunc(a.data / b.data) if a.dtype.kind == "f" else \
+                np.fix(np.true_divide(a.data, b.data)).astype(a.dtype)
+        return Tensor(q.astype(a.dtype, copy=False))
+    raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-def neg(a: Tensor) -> Tensor:
-    """Elementwise ``-a``."""
-    return Neg.apply(a)
+def neg(input: Tensor) -> Tensor:
+    """Elementwise ``-input``."""
+    if input.dtype.kind == "b":
+        raise DTypeError("neg: negation, the `-` operator, on a bool tensor is not supported; "
+                           "to invert a mask use `~` or logical_not()")
+    return Neg.apply(input)
 
 
-def pow(a: object, b: object) -> Tensor:
-    """Elementwise ``a ** b``; a Python-number exponent is a constant (no gradient)."""
-    if isinstance(a, Tensor) and isinstance(b, (int, float)) and not isinstance(b, bool):
-        return PowScalar.apply(a, exponent=b)
-    return _binary(Pow, "pow", a, b)
+def pow(input: Any, exponent: Any) -> Tensor:
+    """Elementwise ``input ** exponent``; a Python-number exponent is a constant.
+
+    Integer tensors to a negative Python-int power are an error (as in PyTorch).
+    """
+    if isinstance(input, Tensor) and is_number(exponent):
+        if input.dtype.kind in "iub" and isinstance(exponent, (int, np.integer)):
+            if exponent < 0:
+                raise DTypeError("pow: integers to negative integer powers are not allowed")
+            base = input if input.dtype.kind != "b" else input.to(np.int64)
+            return Tensor(base.data**exponent)
+        base = input if input.dtype.kind == "f" else input.to(np.float32)
+        return PowScalar.apply(base, exponent=exponent)
+    a, b = operands("pow", input, exponent)
+    broadcast_shapes("pow", a.shape, b.shape)
+    if a.dtype.kind in "iub":
+        if a.dtype.kind == "b":
+            a, b = a.to(np.int64), b.to(np.int64)
+        return Tensor(_integer_power(a.data, b.data))
+    return Pow.apply(a, b)
+
+
+def _integer_power(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """``base ** exponent`` for integers, with PyTorch's results for negative exponents."""
+    negative = exponent < 0
+    safe = np.where(negative, 0, exponent)
+    result = base**safe
+    odd = (exponent % 2) != 0
+    reciprocal = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+    return np.where(negative, reciprocal, result).astype(result.dtype)
+
+
+def floor_divide(input: Any, other: Any) -> Tensor:
+    """Elementwise ``floor(input / other)`` (not differentiable), as ``torch.floor_divide``."""
+    a, b = operands("floor_divide", input, other)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return Tensor(np.floor_divide(a.data, b.data))
+
+
+def remainder(input: Any, other: Any) -> Tensor:
+    """Elementwise remainder with the sign of ``other`` (Python's ``%``), not differentiable."""
+    a, b = operands("remainder", input, other)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return Tensor(np.remainder(a.data, b.data))

@@ -1,37 +1,186 @@
-"""Selecting and combining: getitem, cat, stack, split, chunk, where, masked_fill, triu, tril.
+"""Selecting and combining: indexing, index_put (``x[i] = v``), gather, cat, stack, where,
+masked_fill, triu, tril, topk.
 
 The backward of a selection is a scatter: the gradient goes back to the positions that were
-read, and positions read twice (repeated integer indices) receive the sum.
+read, and positions read twice (repeated integer indices) receive the sum. ``GetItem`` and
+``IndexPut`` are each other's adjoints: each one's backward is written with the other.
+
+Indexing follows PyTorch where it differs from numpy: an integer index selects first (it
+removes its dim), and only then do the tensor/list indices place their dims — so for ``x`` of
+shape (2, 5, 6), ``x[1, :, [0, 1]]`` has shape (5, 2), as in PyTorch (numpy gives (2, 5)).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import dtypes
 from ..autograd import Context, Function
-from ..tensor import Tensor, as_tensor
-from .validate import broadcast_shapes, normalize_dim
+from ..tensor import Tensor
+from .operands import operands, to_dtype
+from .validate import (
+    DTypeError,
+    ShapeError,
+    broadcast_shapes,
+    check_int,
+    check_tensor,
+    normalize_dim,
+)
+
+
+@dataclass(frozen=True)
+class Index:
+    """A PyTorch index as two numpy keys: ``basic`` (ints, slices, None, Ellipsis) applied
+    first, then ``advanced`` (integer/boolean arrays, with slices for the other dims) or None."""
+
+    basic: tuple
+    advanced: tuple | None
+
+    def get(self, x: np.ndarray) -> np.ndarray:
+        """``x[index]``."""
+        selected = x[self.basic]
+        return selected if self.advanced is None else selected[self.advanced]
+
+    def put(self, x: np.ndarray, values: np.ndarray, accumulate: bool) -> None:
+        """``x[index] = values`` (or ``+=`` with repeats summed when ``accumulate``), in place."""
+        if self.advanced is None:
+            if accumulate:
+                x[self.basic] += values
+            else:
+                x[self.basic] = values
+            return
+        target = x[self.basic]  # a view: the advanced dims are still there, and writes reach x
+        if accumulate:
+            np.add.at(target, self.advanced, values)
+        else:
+            target[self.advanced] = values
+
+
+def _component(value: Any) -> Any:
+    """One component of an index, as numpy understands it; floats are refused."""
+    if isinstance(value, Tensor):
+        value = value.data
+    if isinstance(value, (list, tuple)):
+        value = np.asarray(value)
+        if value.size == 0:
+            value = value.astype(np.intp)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "iub":
+            raise IndexError(f"tensors used as indices must be long, int or bool tensors, got "
+                             f"dtype {value.dtype}")
+        if value.ndim == 0 and value.dtype.kind in "iu":
+            return int(value)
+        return value
+    if isinstance(value, (float, np.floating)):
+        raise IndexError(f"indices must be integers, slices, None, Ellipsis or tensors, got "
+                         f"float {value}")
+    if isinstance(value, slice):
+        if value.step is not None and int(value.step) <= 0:
+            raise ValueError("getitem: slice step must be greater than zero")
+        return value
+    if value is None or value is Ellipsis or isinstance(value, (int, np.integer, bool,
+                                                               np.bool_)):
+        return value
+    raise IndexError(f"indices must be integers, slices, None, Ellipsis or tensors, got "
+                     f"{type(value).__name__}")
+
+
+def parse_index(ndim: int, index: Any) -> Index:
+    """Translate a PyTorch index for a tensor of ``ndim`` dims into an :class:`Index`."""
+    parts = index if isinstance(index, tuple) else (index,)
+    parts = tuple(_component(p) for p in parts)
+    advanced = [isinstance(p, np.ndarray) for p in parts]
+    consumed = sum(p.ndim if isinstance(p, np.ndarray) and p.dtype.kind == "b" else
+                   0 if p is None or p is Ellipsis or isinstance(p, (bool, np.bool_)) else 1
+                   for p in parts)
+    if consumed > ndim:
+        raise IndexError(f"too many indices for a tensor of dimension {ndim}")
+    if sum(p is Ellipsis for p in parts) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if not any(advanced):
+        return Index(parts, None)
+    basic, second = [], []
+    for p, is_array in zip(parts, advanced):
+        if is_array:
+            width = p.ndim if p.dtype.kind == "b" else 1
+            basic.extend([slice(None)] * width)
+            second.append(p)
+        elif isinstance(p, (int, np.integer)) and not isinstance(p, (bool, np.bool_)):
+            basic.append(p)
+        elif p is Ellipsis:
+            basic.append(p)
+            second.append(p)
+        else:
+            basic.append(p)
+            second.append(slice(None))
+    return Index(tuple(basic), tuple(second))
 
 
 class GetItem(Function):
     """``y = x[index]``; ``dx = zeros_like(x)`` with ``g`` scatter-added at ``index``."""
 
+    view = True
+
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, index: object, basic: bool) -> np.ndarray:
-        ctx.save_for_backward(x.shape, x.dtype, index, basic)
-        return x[index]
+    def forward(ctx: Context, x: np.ndarray, index: Index) -> np.ndarray:
+        ctx.save_for_backward(x.shape, x.dtype, index)
+        return index.get(x)
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        shape, dtype, index, basic = ctx.saved
+        shape, dtype, index = ctx.saved
         dx = np.zeros(shape, dtype=dtype)
-        if basic:
-            dx[index] = grad  # slices never repeat a position
-        else:
-            np.add.at(dx, index, grad)  # repeated indices accumulate
+        index.put(dx, grad, accumulate=index.advanced is not None)  # repeats accumulate
         return (dx,)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        shape, dtype, index = ctx.saved
+        return (IndexPut.apply(Tensor(np.zeros(shape, dtype)), grad, index=index,
+                               accumulate=True),)
+
+
+class IndexPut(Function):
+    """``y = x`` with ``values`` written at ``index`` (added when ``accumulate``).
+
+    ``dx = g`` (with the overwritten positions zeroed unless ``accumulate``),
+    ``dvalues = g[index]`` (summed back to ``values``' shape by the engine).
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, values: np.ndarray, index: Index,
+                accumulate: bool) -> np.ndarray:
+        ctx.save_for_backward(index, accumulate)
+        out = x.copy()
+        index.put(out, values.astype(x.dtype, copy=False), accumulate)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
+        index, accumulate = ctx.saved
+        dx = None
+        if ctx.needs_input_grad[0]:
+            dx = grad
+            if not accumulate:
+                dx = grad.copy()
+                index.put(dx, np.zeros((), grad.dtype), False)
+        dvalues = index.get(grad) if ctx.needs_input_grad[1] else None
+        return dx, dvalues
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        index, accumulate = ctx.saved
+        dx = dvalues = None
+        if ctx.needs_input_grad[0]:
+            dx = grad if accumulate else IndexPut.apply(
+                grad, Tensor(np.zeros((), grad.dtype)), index=index, accumulate=False)
+        if ctx.needs_input_grad[1]:
+            dvalues = GetItem.apply(grad, index=index)
+        return dx, dvalues
 
 
 class Cat(Function):
@@ -47,6 +196,13 @@ class Cat(Function):
         dim, offsets = ctx.saved
         return tuple(np.split(grad, offsets, axis=dim))
 
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, ...]:
+        dim, offsets = ctx.saved
+        bounds = [0, *offsets.tolist(), grad.shape[dim]]
+        return tuple(grad[(slice(None),) * dim + (slice(a, b),)]
+                     for a, b in zip(bounds, bounds[1:]))
+
 
 class Stack(Function):
     """``y = stack(x_1..x_n, dim)``; ``dx_i = g`` indexed at ``i`` along ``dim``."""
@@ -61,9 +217,14 @@ class Stack(Function):
         dim, count = ctx.saved
         return tuple(np.take(grad, i, axis=dim) for i in range(count))
 
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, ...]:
+        dim, count = ctx.saved
+        return tuple(grad[(slice(None),) * dim + (i,)] for i in range(count))
+
 
 class Where(Function):
-    """``y = cond ? a : b``; ``da = g ⊙ cond``, ``db = g ⊙ ¬cond``."""
+    """``y = cond ? a : b``; ``da = cond ? g : 0``, ``db = cond ? 0 : g``."""
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray, cond: np.ndarray) -> np.ndarray:
@@ -76,19 +237,29 @@ class Where(Function):
         zero = np.zeros((), dtype=grad.dtype)
         return np.where(cond, grad, zero), np.where(cond, zero, grad)
 
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        (cond,) = ctx.saved
+        mask = Tensor(cond)
+        return where(mask, grad, 0.0), where(mask, 0.0, grad)
+
 
 class MaskedFill(Function):
-    """``y = mask ? value : x``; ``dx = g ⊙ ¬mask`` (filled positions get no gradient)."""
+    """``y = mask ? value : x``; ``dx = mask ? 0 : g`` (filled positions get no gradient)."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, mask: np.ndarray, value: float) -> np.ndarray:
+    def forward(ctx: Context, x: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
         ctx.save_for_backward(mask)
-        return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+        return np.where(mask, np.asarray(value).astype(x.dtype), x)
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         (mask,) = ctx.saved
         return (np.where(mask, np.zeros((), dtype=grad.dtype), grad),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        return (where(Tensor(ctx.saved[0]), 0.0, grad),)
 
 
 class Triangle(Function):
@@ -104,145 +275,185 @@ class Triangle(Function):
         upper, diagonal = ctx.saved
         return (np.triu(grad, diagonal) if upper else np.tril(grad, diagonal),)
 
-
-def _index_array(op: str, value: object) -> object:
-    """An index component as numpy understands it; floats are refused."""
-    if isinstance(value, Tensor):
-        value = value.data
-    if isinstance(value, (list, np.ndarray)):
-        array = np.asarray(value)
-        if array.size == 0:
-            return array.astype(np.intp)
-        if array.dtype.kind not in "iub":
-            raise IndexError(
-                f"{op}: tensors used as indices must be integer or boolean, got dtype {array.dtype}"
-            )
-        return array
-    if isinstance(value, (float, np.floating)):
-        raise IndexError(f"{op}: indices must be integers, slices or tensors, got float {value}")
-    return value
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        upper, diagonal = ctx.saved
+        return (Triangle.apply(grad, upper=upper, diagonal=diagonal),)
 
 
-def getitem(x: Tensor, index: object) -> Tensor:
-    """``x[index]`` for ints, slices, None, Ellipsis, integer arrays/tensors and boolean masks."""
-    parts = index if isinstance(index, tuple) else (index,)
-    parts = tuple(_index_array("getitem", p) for p in parts)
-    basic = all(isinstance(p, (int, np.integer, slice, type(None), type(Ellipsis))) for p in parts)
-    key = parts if isinstance(index, tuple) else parts[0]
+def getitem(input: Tensor, index: Any) -> Tensor:
+    """``input[index]`` for ints, slices, None, Ellipsis, integer tensors/lists and boolean
+    masks, with PyTorch's placement of the advanced dims."""
     try:
-        return GetItem.apply(x, index=key, basic=basic)
+        parsed = parse_index(input.ndim, index)
+        return GetItem.apply(input, index=parsed)
     except IndexError as err:
-        raise IndexError(f"getitem on a tensor of shape {x.shape}: {err}") from None
+        raise IndexError(f"getitem on a tensor of shape {input.shape}: {err}") from None
+
+
+def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False) -> Tensor:
+    """A copy of ``input`` with ``values`` written (or added, ``accumulate``) at ``indices``."""
+    check_tensor("index_put", "input", input)
+    value = to_dtype(values, input.dtype)
+    try:
+        parsed = parse_index(input.ndim, indices)
+        target_shape = parsed.get(np.empty(input.shape, np.bool_)).shape
+    except IndexError as err:
+        raise IndexError(f"index_put on a tensor of shape {input.shape}: {err}") from None
+    if broadcast_shapes("index_put", value.shape, target_shape) != target_shape:
+        raise ShapeError(f"index_put: values of shape {value.shape} cannot be broadcast to "
+                           f"the indexed shape {target_shape}")
+    return IndexPut.apply(input, value, index=parsed, accumulate=bool(accumulate))
+
+
+def setitem(input: Tensor, index: Any, value: Any) -> Tensor:
+    """The out-of-place value of ``input[index] = value`` (``Tensor.__setitem__`` writes it)."""
+    return index_put(input, index, value)
+
+
+def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """``out[i][j][k] = input[index[i][j][k]][j][k]`` for ``dim=0`` (likewise for other dims).
+
+    ``index`` has the same number of dims as ``input`` and no larger size outside ``dim``.
+    """
+    axis = normalize_dim("gather", dim, input.ndim)
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.dtype.kind not in "iu" or idx.ndim != input.ndim:
+        raise DTypeError(f"gather: index must be an integer tensor with {input.ndim} dims, "
+                           f"got dtype {idx.dtype} and shape {idx.shape}")
+    for d, (n, m) in enumerate(zip(idx.shape, input.shape)):
+        if d != axis and n > m:
+            raise ShapeError(f"gather: index size {n} exceeds the input size {m} in dim {d}")
+    if idx.size and (idx.min() < -input.shape[axis] or idx.max() >= input.shape[axis]):
+        raise IndexError(f"gather: index out of range for dim {axis} of size "
+                         f"{input.shape[axis]}")
+    key = tuple(idx if d == axis else
+                np.arange(n).reshape((-1,) + (1,) * (idx.ndim - d - 1))
+                for d, n in enumerate(idx.shape))
+    return GetItem.apply(input, index=Index((), key)) if input.ndim else input
 
 
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Concatenate tensors along an existing ``dim``; all other dims must match."""
-    tensors = list(tensors)
+    """Concatenate tensors along an existing ``dim``; all other dims must match.
+
+    The dtypes are promoted as PyTorch does; 1-D empty tensors are skipped.
+    """
+    tensors = [t for t in tensors]
+    for i, t in enumerate(tensors):
+        check_tensor("cat", f"tensors[{i}]", t)
     if not tensors:
-        raise ValueError("cat: expected a non-empty sequence of tensors")
+        raise ShapeError("cat: expected a non-empty sequence of tensors")
+    tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
     first = tensors[0]
+    if first.ndim == 0:
+        raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
     axis = normalize_dim("cat", dim, first.ndim)
     for i, t in enumerate(tensors):
         if t.ndim != first.ndim or any(
             a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis
         ):
-            raise ValueError(
+            raise ShapeError(
                 f"cat: tensor {i} has shape {t.shape}, which does not match tensor 0's shape "
                 f"{first.shape} outside dim {axis}"
             )
-    return Cat.apply(*tensors, dim=axis)
+    dtype = dtypes.result_type(*tensors)
+    return Cat.apply(*(to_dtype(t, dtype) for t in tensors), dim=axis)
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
-    """Stack equally shaped tensors along a new ``dim``."""
+    """Stack equally shaped tensors along a new ``dim`` (dtypes promoted as PyTorch)."""
     tensors = list(tensors)
     if not tensors:
-        raise ValueError("stack: expected a non-empty sequence of tensors")
+        raise ShapeError("stack: expected a non-empty sequence of tensors")
     for i, t in enumerate(tensors):
+        check_tensor("stack", f"tensors[{i}]", t)
         if t.shape != tensors[0].shape:
-            raise ValueError(
+            raise ShapeError(
                 f"stack: tensor {i} has shape {t.shape} but tensor 0 has {tensors[0].shape}; "
                 "all must be equal"
             )
     axis = normalize_dim("stack", dim, tensors[0].ndim, extra=1)
-    return Stack.apply(*tensors, dim=axis)
+    dtype = dtypes.result_type(*tensors)
+    return Stack.apply(*(to_dtype(t, dtype) for t in tensors), dim=axis)
 
 
-def split(x: Tensor, split_size_or_sections: int | Sequence[int], dim: int = 0) -> tuple:
-    """Split ``x`` along ``dim`` into pieces of a given size (the last may be smaller) or sizes."""
-    axis = normalize_dim("split", dim, x.ndim)
-    length = x.shape[axis]
-    if isinstance(split_size_or_sections, (int, np.integer)):
-        size = int(split_size_or_sections)
-        if size <= 0:
-            raise ValueError(f"split: split_size must be positive, got {size}")
-        sizes = [min(size, length - start) for start in range(0, length, size)] or [0]
-    else:
-        sizes = [int(s) for s in split_size_or_sections]
-        if sum(sizes) != length or any(s < 0 for s in sizes):
-            raise ValueError(
-                f"split: sections {sizes} must be non-negative and sum to the size {length} of "
-                f"dim {axis} (tensor of shape {x.shape})"
-            )
-    pieces, start = [], 0
-    for size in sizes:
-        index = (slice(None),) * axis + (slice(start, start + size),)
-        pieces.append(getitem(x, index))
-        start += size
-    return tuple(pieces)
-
-
-def chunk(x: Tensor, chunks: int, dim: int = 0) -> tuple:
-    """Split ``x`` into ``chunks`` pieces of size ``ceil(n / chunks)`` along ``dim``."""
-    if not isinstance(chunks, (int, np.integer)) or chunks <= 0:
-        raise ValueError(f"chunk: chunks must be a positive int, got {chunks}")
-    axis = normalize_dim("chunk", dim, x.ndim)
-    size = -(-x.shape[axis] // int(chunks)) or 1
-    return split(x, size, axis)
-
-
-def _bool_mask(op: str, mask: object) -> np.ndarray:
+def _bool_mask(op: str, mask: Any) -> np.ndarray:
     array = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
     if array.dtype != np.bool_:
-        raise TypeError(
-            f"{op}: the mask/condition must be a boolean tensor, got dtype {array.dtype}"
-        )
+        raise DTypeError(f"{op}: the mask/condition must be a boolean tensor, got dtype "
+                           f"{array.dtype}")
     return array
 
 
-def where(condition: object, a: object, b: object) -> Tensor:
-    """``a`` where ``condition`` is True, else ``b``, all three broadcast together."""
+def where(condition: Any, input: Any = None, other: Any = None) -> Any:
+    """``input`` where ``condition`` is True, else ``other``, all broadcast together.
+
+    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
+    """
     cond = _bool_mask("where", condition)
-    a_t = as_tensor(a, like=b if isinstance(b, Tensor) else None)
-    b_t = as_tensor(b, like=a_t)
-    broadcast_shapes("where", cond.shape, a_t.shape, b_t.shape)
-    return Where.apply(a_t, b_t, cond=cond)
+    if input is None and other is None:
+        return tuple(Tensor(i.astype(np.int64)) for i in np.nonzero(cond))
+    a, b = operands("where", input, other)
+    broadcast_shapes("where", cond.shape, a.shape, b.shape)
+    return Where.apply(a, b, cond=cond)
 
 
-def masked_fill(x: Tensor, mask: object, value: float) -> Tensor:
-    """``x`` with ``value`` written where ``mask`` is True; ``mask`` broadcasts to ``x``."""
+def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
+    """``input`` with ``value`` written where ``mask`` is True; ``mask`` broadcasts to it."""
+    check_tensor("masked_fill", "input", input)
     array = _bool_mask("masked_fill", mask)
-    if broadcast_shapes("masked_fill", x.shape, array.shape) != x.shape:
-        raise ValueError(
+    if broadcast_shapes("masked_fill", input.shape, array.shape) != input.shape:
+        raise ShapeError(
             f"masked_fill: mask of shape {array.shape} does not broadcast to the tensor's "
-            f"shape {x.shape}"
+            f"shape {input.shape}"
         )
     if isinstance(value, Tensor):
+        if value.ndim:
+            raise ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got "
+                               f"shape {value.shape}")
         value = value.item()
-    return MaskedFill.apply(x, mask=array, value=value)
+    return MaskedFill.apply(input, mask=array, value=value)
 
 
 def _triangle(op: str, x: Tensor, upper: bool, diagonal: int) -> Tensor:
+    check_tensor(op, "input", x)
     if x.ndim < 2:
-        raise ValueError(f"{op}: expected a tensor of at least 2 dims, got shape {x.shape}")
-    return Triangle.apply(x, upper=upper, diagonal=int(diagonal))
+        raise ShapeError(f"{op}: expected a tensor of at least 2 dims, got shape {x.shape}")
+    return Triangle.apply(x, upper=upper, diagonal=check_int(op, "diagonal", diagonal))
 
 
-def triu(x: Tensor, diagonal: int = 0) -> Tensor:
+def triu(input: Tensor, diagonal: int = 0) -> Tensor:
     """The upper triangle of the last two dims (elements with ``j - i >= diagonal``)."""
-    return _triangle("triu", x, True, diagonal)
+    return _triangle("triu", input, True, diagonal)
 
 
-def tril(x: Tensor, diagonal: int = 0) -> Tensor:
+def tril(input: Tensor, diagonal: int = 0) -> Tensor:
     """The lower triangle of the last two dims (elements with ``j - i <= diagonal``)."""
-    return _triangle("tril", x, False, diagonal)
+    return _triangle("tril", input, False, diagonal)
+
+
+class TopK(NamedTuple):
+    """``topk`` returns the values and their indices, as ``torch.topk``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
+         sorted: bool = True) -> TopK:
+    """The ``k`` largest (or smallest) entries along ``dim``, with their indices; the values
+    are differentiable (the gradient goes back to the chosen positions)."""
+    axis = normalize_dim("topk", dim, input.ndim)
+    size = input.shape[axis] if input.ndim else 1
+    k = check_int("topk", "k", k, 0)
+    if k > size:
+        raise ShapeError(f"topk: k ({k}) is larger than the size {size} of dim {dim}")
+    if input.ndim == 0:
+        return TopK(input, Tensor(np.zeros((), np.int64)))
+    data = input.data
+    key = -data if largest else data
+    if data.dtype.kind == "f":  # NaN counts as the largest, as in PyTorch
+        key = np.where(np.isnan(data), -np.inf if largest else np.inf, key)
+    order = np.argsort(key, axis=axis, kind="stable")
+    indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
+    return TopK(gather(input, axis, Tensor(indices)), Tensor(indices))

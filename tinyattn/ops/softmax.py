@@ -1,65 +1,93 @@
-"""Softmax and log-softmax along one dim, on the Numba row kernels (max-shifted, NaN-free)."""
+"""Softmax and log-softmax along one dim, on the numba row kernels of
+:mod:`tinyattn.kernels.softmax` (max-shifted, so huge scores never overflow).
+
+For one row ``x`` with ``y = softmax(x)`` the Jacobian is ``∂y_i/∂x_j = y_i (δ_ij − y_j)``,
+i.e. ``diag(y) − y yᵀ``; applying its transpose to the upstream gradient ``g`` gives
+``dx = y ⊙ (g − ⟨g, y⟩)``: each score's gradient is its weight times how much better its own
+gradient is than the weighted average. The row of ``dx`` sums to zero (adding a constant to
+all scores changes nothing).
+
+A row that is entirely ``-inf`` (a fully masked attention row) has no softmax; tinyattn defines
+it as all zeros with a zero gradient (PyTorch returns NaN) — a documented deviation.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..autograd import Context, Function
+from ..kernels.softmax import (
+    log_softmax_backward,
+    log_softmax_forward,
+    softmax_backward,
+    softmax_forward,
+)
 from ..tensor import Tensor
+from .operands import floating
 from .validate import normalize_dim
 
 
-def _rows(name: str, dim: int, *arrays: np.ndarray) -> np.ndarray:
-    """Apply the last-axis row kernel ``name`` along ``dim`` by moving that axis last and back."""
-    from ..kernels import softmax as kernels  # numba loads on first use
-
-    fn = getattr(kernels, name)
+def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
+    """Run a last-axis row kernel along ``dim``: move that axis last, and back afterwards."""
+    if arrays[0].ndim == 0:
+        return kernel(*(a.reshape(1) for a in arrays)).reshape(())
     moved = [np.ascontiguousarray(np.moveaxis(a, dim, -1)) for a in arrays]
-    return np.moveaxis(fn(*moved), -1, dim)
+    return np.moveaxis(kernel(*moved), -1, dim)
 
 
 class Softmax(Function):
-    """``y = e^(x - max) / Σ e^(x - max)``; ``dx = y ⊙ (g − Σ g⊙y)``.
-
-    A row that is entirely ``-inf`` (fully masked) gives zeros, not NaN.
-    """
+    """``y = e^(x − max) / Σ e^(x − max)``; ``dx = y ⊙ (g − Σ g⊙y)`` along ``dim``."""
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _rows("softmax_forward", dim, x)
+        y = _along(softmax_forward, dim, x)
         ctx.save_for_backward(y, dim)
         return y
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         y, dim = ctx.saved
-        return (_rows("softmax_backward", dim, y, grad),)
+        return (_along(softmax_backward, dim, y, grad),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        dim = ctx.saved[1]
+        y = softmax(x, dim)
+        return (y * (grad - (grad * y).sum(dim, keepdim=True)),)
 
 
 class LogSoftmax(Function):
-    """``y = x − max − log Σ e^(x − max)``; ``dx = g − e^y Σ g``."""
+    """``y = x − max − log Σ e^(x − max)``; ``dx = g − e^y · Σ g`` along ``dim``."""
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _rows("log_softmax_forward", dim, x)
+        y = _along(log_softmax_forward, dim, x)
         ctx.save_for_backward(y, dim)
         return y
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         y, dim = ctx.saved
-        return (_rows("log_softmax_backward", dim, y, grad),)
+        return (_along(log_softmax_backward, dim, y, grad),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        dim = ctx.saved[1]
+        return (grad - softmax(x, dim) * grad.sum(dim, keepdim=True),)
 
 
-def _checked(op: str, x: Tensor, dim: int) -> int:
-    if x.dtype.kind != "f":
-        raise TypeError(f"{op}: expected a floating point tensor, got dtype {x.dtype}")
-    if x.ndim == 0:
-        raise ValueError(f"{op}: expected a tensor with at least 1 dim, got a scalar")
-    return normalize_dim(op, dim, x.ndim)
+def _checked(op: str, x: Tensor, dim: int | None, dtype: object) -> tuple[Tensor, int]:
+    if dim is None:
+        raise TypeError(f"{op}: dim must be given (softmax of which dim?)")
+    x = floating(op, x)
+    if dtype is not None:
+        x = x.to(dtype)
+    return x, normalize_dim(op, dim, x.ndim) if x.ndim else 0
 
 
-def softmax(x: Tensor, dim: int) -> Tensor:
+def softmax(input: Tensor, dim: int | None = None, dtype: object = None) -> Tensor:
     """Softmax along ``dim``: non-negative, sums to 1 (0 for a fully ``-inf`` row).
 
     Examples
@@ -68,9 +96,11 @@ def softmax(x: Tensor, dim: int) -> Tensor:
     >>> ta.softmax(ta.tensor([[0.0, 0.0]]), dim=-1).tolist()
     [[0.5, 0.5]]
     """
-    return Softmax.apply(x, dim=_checked("softmax", x, dim))
+    x, axis = _checked("softmax", input, dim, dtype)
+    return Softmax.apply(x, dim=axis)
 
 
-def log_softmax(x: Tensor, dim: int) -> Tensor:
+def log_softmax(input: Tensor, dim: int | None = None, dtype: object = None) -> Tensor:
     """``log(softmax(x))`` along ``dim``, computed without overflow."""
-    return LogSoftmax.apply(x, dim=_checked("log_softmax", x, dim))
+    x, axis = _checked("log_softmax", input, dim, dtype)
+    return LogSoftmax.apply(x, dim=axis)

@@ -1,11 +1,22 @@
-"""Elementwise functions of one tensor: exp, log, sqrt, tanh, sigmoid, relu, and dtype casts."""
+"""Elementwise functions of one tensor: exp, log, sqrt, rsqrt, tanh, sigmoid, relu, abs, sin,
+cos, erf, clamp, and dtype casts.
+
+The float functions turn bool and integer inputs into float32 first, as PyTorch does. Where a
+backward keeps only part of the gradient (relu, clamp), it *selects* (``where``) instead of
+multiplying by a 0/1 mask, so a NaN or inf elsewhere never turns a zero gradient into NaN.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ..autograd import Context, Function
+from ..kernels.special import erf as erf_kernel
 from ..tensor import Tensor
+from .operands import floating
+from .validate import DTypeError, is_number
+
+_TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 
 
 class Exp(Function):
@@ -13,7 +24,8 @@ class Exp(Function):
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
-        y = np.exp(x)
+        with np.errstate(over="ignore"):
+            y = np.exp(x)
         ctx.save_for_backward(y)
         return y
 
@@ -21,6 +33,11 @@ class Exp(Function):
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         (y,) = ctx.saved
         return (grad * y,)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (grad * exp(x),)
 
 
 class Log(Function):
@@ -37,6 +54,11 @@ class Log(Function):
         (x,) = ctx.saved
         with np.errstate(divide="ignore", invalid="ignore"):
             return (grad / x,)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (grad / x,)
 
 
 class Sqrt(Function):
@@ -55,6 +77,33 @@ class Sqrt(Function):
         with np.errstate(divide="ignore", invalid="ignore"):
             return (grad / (2 * y),)
 
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (grad / (2 * sqrt(x)),)
+
+
+class Rsqrt(Function):
+    """``y = 1 / √x``; ``dx = −g · y³ / 2``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = 1 / np.sqrt(x)
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (y,) = ctx.saved
+        return (-0.5 * grad * y * y * y,)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        y = rsqrt(x)
+        return (-0.5 * grad * y * y * y,)
+
 
 class Tanh(Function):
     """``y = tanh x``; ``dx = g * (1 - y²)``."""
@@ -68,6 +117,12 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         (y,) = ctx.saved
+        return (grad * (1 - y * y),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        y = tanh(x)
         return (grad * (1 - y * y),)
 
 
@@ -86,20 +141,137 @@ class Sigmoid(Function):
         (y,) = ctx.saved
         return (grad * y * (1 - y),)
 
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        y = sigmoid(x)
+        return (grad * y * (1 - y),)
+
 
 class Relu(Function):
-    """``y = max(x, 0)``; ``dx = g * [x > 0]`` (zero at the kink, as PyTorch)."""
+    """``y = max(x, 0)`` (NaN stays NaN); ``dx = g`` where ``y > 0``, else 0 (0 at the kink)."""
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
-        positive = x > 0
-        ctx.save_for_backward(positive)
-        return np.where(positive, x, 0)  # not x * positive: that gives -0.0 for x < 0
+        y = np.where(x < 0, np.zeros((), x.dtype), x)  # keeps NaN; -0.0 never appears
+        ctx.save_for_backward(y)
+        return y
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (positive,) = ctx.saved
-        return (grad * positive,)
+        (y,) = ctx.saved
+        return (np.where(y > 0, grad, np.zeros((), grad.dtype)),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        from .index import where
+
+        (x,) = ctx.inputs
+        return (where(x > 0, grad, 0.0),)
+
+
+class Abs(Function):
+    """``y = |x|``; ``dx = g · sign(x)`` (0 at 0)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+        ctx.save_for_backward(x)
+        return np.abs(x)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (x,) = ctx.saved
+        return (grad * np.sign(x),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (grad * Tensor(np.sign(x.data)),)
+
+
+class Sin(Function):
+    """``y = sin x``; ``dx = g · cos x``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+        ctx.save_for_backward(x)
+        return np.sin(x)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (x,) = ctx.saved
+        return (grad * np.cos(x),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (grad * cos(x),)
+
+
+class Cos(Function):
+    """``y = cos x``; ``dx = −g · sin x``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+        ctx.save_for_backward(x)
+        return np.cos(x)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (x,) = ctx.saved
+        return (-grad * np.sin(x),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (-grad * sin(x),)
+
+
+class Erf(Function):
+    """``y = erf x``; ``dx = g · 2/√π · e^(−x²)``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+        ctx.save_for_backward(x)
+        return erf_kernel(x)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (x,) = ctx.saved
+        return (grad * (_TWO_OVER_SQRT_PI * np.exp(-x * x)).astype(x.dtype, copy=False),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        return (grad * _TWO_OVER_SQRT_PI * exp(-x * x),)
+
+
+class Clamp(Function):
+    """``y = min(max(x, low), high)``; ``dx = g`` where ``low ≤ x ≤ high``, else 0."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, low: float | None, high: float | None) -> np.ndarray:
+        inside = np.ones(x.shape, bool)
+        y = x
+        if low is not None:
+            inside &= x >= low
+            y = np.where(x < low, np.asarray(low, x.dtype), y)
+        if high is not None:
+            inside &= x <= high
+            y = np.where(x > high, np.asarray(high, x.dtype), y)
+        ctx.save_for_backward(inside)
+        return np.array(y, dtype=x.dtype, copy=y is x)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (inside,) = ctx.saved
+        return (np.where(inside, grad, np.zeros((), grad.dtype)),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        from .index import where
+
+        return (where(Tensor(ctx.saved[0]), grad, 0.0),)
 
 
 class Cast(Function):
@@ -110,51 +282,100 @@ class Cast(Function):
         return x.astype(dtype)
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
         return (grad,)
 
-
-def _float_input(op: str, x: Tensor) -> Tensor:
-    if x.dtype.kind != "f":
-        raise TypeError(f"{op}: expected a floating point tensor, got dtype {x.dtype}")
-    return x
+    differentiable_backward = backward
 
 
-def exp(x: Tensor) -> Tensor:
+def exp(input: Tensor) -> Tensor:
     """Elementwise ``e^x``."""
-    return Exp.apply(_float_input("exp", x))
+    return Exp.apply(floating("exp", input))
 
 
-def log(x: Tensor) -> Tensor:
+def log(input: Tensor) -> Tensor:
     """Elementwise natural log (``-inf`` at 0 and NaN below, as numpy and PyTorch)."""
-    return Log.apply(_float_input("log", x))
+    return Log.apply(floating("log", input))
 
 
-def sqrt(x: Tensor) -> Tensor:
+def sqrt(input: Tensor) -> Tensor:
     """Elementwise square root."""
-    return Sqrt.apply(_float_input("sqrt", x))
+    return Sqrt.apply(floating("sqrt", input))
 
 
-def tanh(x: Tensor) -> Tensor:
+def rsqrt(input: Tensor) -> Tensor:
+    """Elementwise ``1 / √x``."""
+    return Rsqrt.apply(floating("rsqrt", input))
+
+
+def tanh(input: Tensor) -> Tensor:
     """Elementwise hyperbolic tangent."""
-    return Tanh.apply(_float_input("tanh", x))
+    return Tanh.apply(floating("tanh", input))
 
 
-def sigmoid(x: Tensor) -> Tensor:
+def sigmoid(input: Tensor) -> Tensor:
     """Elementwise logistic sigmoid."""
-    return Sigmoid.apply(_float_input("sigmoid", x))
+    return Sigmoid.apply(floating("sigmoid", input))
 
 
-def relu(x: Tensor) -> Tensor:
+def sin(input: Tensor) -> Tensor:
+    """Elementwise sine."""
+    return Sin.apply(floating("sin", input))
+
+
+def cos(input: Tensor) -> Tensor:
+    """Elementwise cosine."""
+    return Cos.apply(floating("cos", input))
+
+
+def erf(input: Tensor) -> Tensor:
+    """Elementwise error function."""
+    return Erf.apply(floating("erf", input))
+
+
+def relu(input: Tensor) -> Tensor:
     """Elementwise ``max(x, 0)``."""
-    return Relu.apply(x)
+    if not isinstance(input, Tensor):
+        raise TypeError(f"relu: expected a Tensor, got {type(input).__name__}")
+    if input.dtype.kind == "b":
+        raise DTypeError("relu: boolean inputs are not supported")
+    return Relu.apply(input)
 
 
-def cast(x: Tensor, dtype: object) -> Tensor:
-    """``x`` converted to ``dtype``; differentiable between float dtypes."""
-    target = np.dtype(dtype)
-    if target == x.dtype:
-        return x
-    if target.kind != "f":
-        return Tensor(x.data.astype(target))
-    return Cast.apply(x, dtype=target)
+def abs(input: Tensor) -> Tensor:
+    """Elementwise absolute value."""
+    if input.dtype.kind == "b":
+        raise DTypeError("abs: boolean inputs are not supported")
+    return Abs.apply(input)
+
+
+def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
+    """Elementwise ``min(max(x, min), max)``; at least one bound must be given."""
+    if min is None and max is None:
+        raise ValueError("clamp: at least one of min and max must be given")
+    if input.dtype.kind == "b":
+        raise DTypeError("clamp: boolean inputs are not supported")
+    low, high = _bound("min", min), _bound("max", max)
+    if input.dtype.kind != "f" and any(b is not None and not b.is_integer() for b in (low, high)):
+        input = floating("clamp", input)
+    return Clamp.apply(input, low=low, high=high)
+
+
+def _bound(label: str, bound: object) -> float | None:
+    if isinstance(bound, Tensor) and bound.numel() == 1:
+        bound = bound.item()
+    if bound is not None and not is_number(bound):
+        raise TypeError(f"clamp: {label} must be a number or None, got {bound!r}")
+    return None if bound is None else float(bound)
+
+
+def cast(input: Tensor, dtype: object) -> Tensor:
+    """``input`` converted to ``dtype``; differentiable between float dtypes."""
+    from ..dtypes import as_dtype
+
+    target = as_dtype(dtype, "to")
+    if target == input.dtype:
+        return input
+    if target.kind != "f" or input.dtype.kind != "f":
+        return Tensor(input.data.astype(target))
+    return Cast.apply(input, dtype=target)

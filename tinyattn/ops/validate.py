@@ -1,46 +1,154 @@
-"""Input checks shared by the ops: each raises an error that names the op and what it got."""
+"""The input guards, written once: each raises an error that names the op and what it got.
+
+Every public function of tinyattn (ops, ``nn.functional``, layers, optimizers) checks its
+inputs with these before anything runs; the kernels below only assert their preconditions.
+"""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 
-def normalize_dim(op: str, dim: int, ndim: int, extra: int = 0) -> int:
-    """Turn a possibly negative ``dim`` into an index in ``[0, ndim + extra)``.
+class ShapeError(ValueError, RuntimeError):
+    """A shape, size or count that does not fit: Python's ``ValueError``, and also the
+    ``RuntimeError`` PyTorch raises for it (so either ``except`` catches it)."""
 
-    ``extra=1`` is for ops such as ``unsqueeze``/``stack`` that insert a new axis.
+
+class DTypeError(TypeError, RuntimeError):
+    """A dtype that does not fit: Python's ``TypeError``, and also PyTorch's ``RuntimeError``."""
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (and not a bool, which Python counts as one)."""
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
+
+
+def is_number(value: Any) -> bool:
+    """Whether ``value`` is a real number (int or float, not a bool)."""
+    return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_))
+
+
+def check_int(op: str, label: str, value: Any, minimum: int | None = None) -> int:
+    """``value`` as an int, or a TypeError/ValueError naming ``op`` and ``label``."""
+    if not is_int(value):
+        raise TypeError(f"{op}: {label} must be an int, got {type(value).__name__} {value!r}")
+    if minimum is not None and value < minimum:
+        wanted = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f">= {minimum}")
+        raise ValueError(f"{op}: {label} must be {wanted}, got {value}")
+    return int(value)
+
+
+def check_number(op: str, label: str, value: Any, low: float | None = None,
+                 high: float | None = None, finite: bool = True) -> float:
+    """``value`` as a float within ``[low, high]``, or an error naming ``op`` and ``label``."""
+    if not is_number(value):
+        raise TypeError(f"{op}: {label} must be a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if finite and not math.isfinite(value):
+        raise ValueError(f"{op}: {label} must be a finite number, got {value}")
+    if (low is not None and value < low) or (high is not None and value > high):
+        bounds = f"[{low:g}, {high:g}]" if low is not None and high is not None else \
+            (f">= {low:g}" if low is not None else f"<= {high:g}")
+        raise ValueError(f"{op}: {label} must be {'in ' if '[' in bounds else ''}{bounds}, "
+                         f"got {value}")
+    return value
+
+
+def check_probability(op: str, p: Any) -> float:
+    """A dropout probability: a number in [0, 1]."""
+    return check_number(op, "dropout probability p", p, 0.0, 1.0)
+
+
+def check_tensor(op: str, label: str, value: Any) -> Any:
+    """``value`` itself when it is a Tensor, else a TypeError naming ``op`` and ``label``."""
+    from ..tensor import Tensor
+
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}: {label} must be a Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_float(op: str, label: str, value: Any) -> Any:
+    """A Tensor of a floating point dtype, else an error naming ``op`` and ``label``."""
+    check_tensor(op, label, value)
+    if value.dtype.kind != "f":
+        raise TypeError(f"{op}: {label} must be a floating point tensor, got dtype {value.dtype}")
+    return value
+
+
+def check_same_dtype(op: str, **tensors: Any) -> None:
+    """PyTorch refuses mixed float dtypes in matmul-like ops: so does tinyattn."""
+    present = {label: t.dtype for label, t in tensors.items() if t is not None}
+    if len(set(present.values())) > 1:
+        listed = ", ".join(f"{label} {dtype}" for label, dtype in present.items())
+        raise DTypeError(f"{op}: expected all inputs to have the same dtype, got {listed}")
+
+
+def check_choice(op: str, label: str, value: Any, choices: Sequence[Any]) -> Any:
+    """``value`` if it is one of ``choices``, else a ValueError listing them."""
+    if value not in choices:
+        names = [repr(c) for c in choices]
+        listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + f" or {names[-1]}"
+        raise ValueError(f"{op}: {label} must be {listed}, got {value!r}")
+    return value
+
+
+def normalize_dim(op: str, dim: Any, ndim: int, extra: int = 0) -> int:
+    """Turn a possibly negative ``dim`` into an index in ``[0, max(ndim, 1) + extra)``.
+
+    A 0-d tensor accepts ``dim`` 0 and -1, as in PyTorch. ``extra=1`` is for ops such as
+    ``unsqueeze``/``stack`` that insert a new axis.
     """
-    if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)):
+    if not is_int(dim):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    size = ndim + extra
-    if not -size <= dim < size or size == 0:
-        low, high = -max(size, 1), max(size, 1) - 1
+    size = max(ndim, 1) + extra
+    if not -size <= dim < size:
         raise IndexError(
             f"{op}: dim {dim} is out of range for a tensor of {ndim} dims "
-            f"(expected a dim in [{low}, {high}])"
+            f"(expected a dim in [{-size}, {size - 1}])"
         )
     return int(dim) % size
 
 
 def normalize_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
-    """All axes when ``dim`` is None, else the normalised, de-duplicated axes."""
+    """All axes when ``dim`` is None, else the normalised axes (none at all for a 0-d tensor).
+
+    An empty tuple/list means all axes, as in PyTorch's reductions.
+    """
     if dim is None:
         return tuple(range(ndim))
     dims = tuple(dim) if isinstance(dim, (tuple, list)) else (dim,)
+    if not dims:
+        return tuple(range(ndim))
     axes = tuple(normalize_dim(op, d, ndim) for d in dims)
     if len(set(axes)) != len(axes):
-        raise ValueError(f"{op}: dim {dim} names the same axis twice")
-    return axes
+        raise ShapeError(f"{op}: dim {dim} names the same axis twice")
+    return axes if ndim else ()
 
 
 def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """The numpy broadcast of ``shapes``, or a ValueError naming every shape."""
+    """The broadcast of ``shapes``, or a RuntimeError naming every shape (as PyTorch)."""
     try:
         return tuple(np.broadcast_shapes(*shapes))
     except ValueError:
         listed = " and ".join(str(tuple(s)) for s in shapes)
-        raise ValueError(
+        raise ShapeError(
             f"{op}: shapes {listed} are not broadcastable (each dim must match or be 1)"
         ) from None
+
+
+def shape_arg(op: str, sizes: tuple) -> tuple[int, ...]:
+    """Sizes given as ``f(2, 3)``, ``f((2, 3))`` or ``f([2, 3])``, checked to be ints."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) == 1 and hasattr(sizes[0], "tolist") and getattr(sizes[0], "ndim", 0) == 1:
+        sizes = tuple(sizes[0].tolist())
+    for n in sizes:
+        if not is_int(n) and not (hasattr(n, "__index__") and not isinstance(n, bool)):
+            raise TypeError(f"{op}: sizes must be ints, got {tuple(sizes)}")
+    return tuple(int(n) for n in sizes)

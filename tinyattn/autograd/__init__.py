@@ -1,0 +1,28 @@
+"""Reverse-mode automatic differentiation (``ta.autograd``, as ``torch.autograd``).
+
+- :mod:`.function` — ``Function`` and ``Context``: one op, run and recorded;
+- :mod:`.engine` — the backward pass (``backward``, ``grad``, ``create_graph``);
+- :mod:`.grad_mode` — ``no_grad`` and friends, ``detect_anomaly``;
+- :mod:`.functional` — ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``, ``vhp``.
+
+Nothing here knows about numba or the kernels: the engine only calls each op's rules.
+"""
+
+from . import functional
+from .engine import backward, grad, run_backward, seed_gradient, unbroadcast
+from .function import Context, Function
+from .grad_mode import (
+    detect_anomaly,
+    enable_grad,
+    inference_mode,
+    is_anomaly_enabled,
+    is_grad_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+
+__all__ = [
+    "Context", "Function", "backward", "detect_anomaly", "enable_grad", "functional", "grad",
+    "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "run_backward",
+    "seed_gradient", "set_grad_enabled", "unbroadcast",
+]

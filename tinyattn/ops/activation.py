@@ -1,0 +1,47 @@
+"""``Gelu``: the Gaussian error linear unit on the numba GELU kernels
+(:mod:`tinyattn.kernels.gelu`), exact (erf) or with PyTorch's tanh approximation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..autograd import Context, Function
+from ..kernels.gelu import gelu_backward, gelu_forward
+from ..tensor import Tensor
+from .unary import erf, exp, tanh
+
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_TANH_CUBIC = 0.044715
+
+
+class Gelu(Function):
+    """``y = x Φ(x)``; ``dx = g ⊙ (Φ(x) + x φ(x))`` (Φ, φ: standard normal CDF and density).
+
+    With ``approximate='tanh'``: ``y = ½ x (1 + t)``, ``t = tanh(√(2/π)(x + 0.044715 x³))``,
+    ``dx = g ⊙ (½ (1 + t) + ½ x (1 − t²) √(2/π) (1 + 3 · 0.044715 x²))``.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, approximate: str) -> np.ndarray:
+        ctx.save_for_backward(x, approximate)
+        return gelu_forward(x, approximate)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        x, approximate = ctx.saved
+        return (gelu_backward(x, np.ascontiguousarray(grad, dtype=x.dtype), approximate),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (x,) = ctx.inputs
+        if ctx.saved[1] == "tanh":
+            t = tanh(_SQRT_2_OVER_PI * (x + _TANH_CUBIC * x * x * x))
+            slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (
+                1 + 3 * _TANH_CUBIC * x * x)
+        else:
+            cdf = 0.5 * (1 + erf(x / math.sqrt(2.0)))
+            density = exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+            slope = cdf + x * density
+        return (grad * slope,)

@@ -1,0 +1,174 @@
+"""Comparisons and logic: ``== != < <= > >=``, ``& | ^ ~``, maximum/minimum, isclose and friends.
+
+Comparisons return bool tensors without grad (computed in the promoted dtype, as PyTorch);
+``maximum``/``minimum`` are differentiable: the gradient goes to the larger (smaller) input,
+split in half where the two are equal.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..autograd import Context, Function
+from ..tensor import Tensor
+from .operands import operands
+from .validate import broadcast_shapes, check_tensor
+
+
+def _compare(op: str, fn: Any, input: Any, other: Any) -> Tensor:
+    a, b = operands(op, input, other)
+    broadcast_shapes(op, a.shape, b.shape)
+    return Tensor(np.asarray(fn(a.data, b.data)))
+
+
+def eq(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input == other``."""
+    return _compare("eq", np.equal, input, other)
+
+
+def ne(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input != other``."""
+    return _compare("ne", np.not_equal, input, other)
+
+
+def lt(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input < other``."""
+    return _compare("lt", np.less, input, other)
+
+
+def le(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input <= other``."""
+    return _compare("le", np.less_equal, input, other)
+
+
+def gt(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input > other``."""
+    return _compare("gt", np.greater, input, other)
+
+
+def ge(input: Any, other: Any) -> Tensor:
+    """Elementwise ``input >= other``."""
+    return _compare("ge", np.greater_equal, input, other)
+
+
+_LOGICAL = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
+            "xor": (np.logical_xor, np.bitwise_xor)}
+
+
+def logical_op(kind: str, input: Any, other: Any) -> Tensor:
+    """``&``, ``|``, ``^`` (and ``~`` for ``kind='not'``): logical on bool, bitwise on integers."""
+    if kind == "not":
+        check_tensor("invert", "input", input)
+        if input.dtype.kind == "f":
+            raise TypeError(f"invert: ~ needs a bool or integer tensor, got dtype {input.dtype}")
+        return Tensor(np.logical_not(input.data) if input.dtype.kind == "b" else
+                      np.invert(input.data))
+    a, b = operands(kind, input, other)
+    if a.dtype.kind == "f":
+        raise TypeError(f"bitwise {kind} is not defined for floating point dtype {a.dtype}")
+    broadcast_shapes(kind, a.shape, b.shape)
+    logical, bitwise = _LOGICAL[kind]
+    return Tensor(np.asarray((logical if a.dtype.kind == "b" else bitwise)(a.data, b.data)))
+
+
+def logical_not(input: Tensor) -> Tensor:
+    """Elementwise ``not`` (nonzero counts as True)."""
+    return Tensor(np.logical_not(input.data))
+
+
+def logical_and(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise ``and`` (nonzero counts as True)."""
+    return Tensor(np.logical_and(input.data, other.data))
+
+
+def logical_or(input: Tensor, other: Tensor) -> Tensor:
+    """Elementwise ``or`` (nonzero counts as True)."""
+    return Tensor(np.logical_or(input.data, other.data))
+
+
+class Maximum(Function):
+    """``y = max(a, b)``; ``da = g`` where ``a > b``, ``g/2`` where equal, else 0 (``db`` alike)."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, largest: bool) -> np.ndarray:
+        ctx.save_for_backward(a, b, largest)
+        return np.maximum(a, b) if largest else np.minimum(a, b)
+
+    @staticmethod
+    def _shares(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+        a, b, largest = ctx.saved
+        wins = a > b if largest else a < b
+        ties = a == b
+        share_a = np.where(ties, 0.5, np.where(wins, 1.0, 0.0))
+        return share_a, np.where(ties, 0.5, 1.0 - share_a)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        share_a, share_b = Maximum._shares(ctx)
+        zero = np.zeros((), grad.dtype)
+        return (np.where(share_a > 0, grad * share_a.astype(grad.dtype), zero),
+                np.where(share_b > 0, grad * share_b.astype(grad.dtype), zero))
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        share_a, share_b = Maximum._shares(ctx)
+        return (grad * Tensor(share_a.astype(grad.dtype)),
+                grad * Tensor(share_b.astype(grad.dtype)))
+
+
+def _extreme(op: str, input: Any, other: Any, largest: bool) -> Tensor:
+    a, b = operands(op, input, other)
+    broadcast_shapes(op, a.shape, b.shape)
+    if a.dtype.kind in "iub":
+        return Tensor(np.maximum(a.data, b.data) if largest else np.minimum(a.data, b.data))
+    return Maximum.apply(a, b, largest=largest)
+
+
+def maximum(input: Any, other: Any) -> Tensor:
+    """Elementwise maximum (NaN if either is NaN)."""
+    return _extreme("maximum", input, other, True)
+
+
+def minimum(input: Any, other: Any) -> Tensor:
+    """Elementwise minimum (NaN if either is NaN)."""
+    return _extreme("minimum", input, other, False)
+
+
+def isclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8,
+            equal_nan: bool = False) -> Tensor:
+    """Elementwise ``|input − other| <= atol + rtol·|other|``."""
+    a, b = operands("isclose", input, other)
+    return Tensor(np.isclose(a.data, b.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def allclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8,
+             equal_nan: bool = False) -> bool:
+    """Whether :func:`isclose` holds everywhere (shapes broadcast)."""
+    a, b = operands("allclose", input, other)
+    broadcast_shapes("allclose", a.shape, b.shape)
+    return bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+
+
+def equal(input: Tensor, other: Tensor) -> bool:
+    """Whether the two tensors have the same shape and elements."""
+    return input.shape == other.shape and bool(np.array_equal(input.data, other.data))
+
+
+def isnan(input: Tensor) -> Tensor:
+    """Elementwise ``x != x``."""
+    return Tensor(np.isnan(input.data) if input.dtype.kind == "f" else
+                  np.zeros(input.shape, bool))
+
+
+def isinf(input: Tensor) -> Tensor:
+    """Elementwise ``|x| == inf``."""
+    return Tensor(np.isinf(input.data) if input.dtype.kind == "f" else
+                  np.zeros(input.shape, bool))
+
+
+def isfinite(input: Tensor) -> Tensor:
+    """Elementwise: neither NaN nor infinite."""
+    return Tensor(np.isfinite(input.data) if input.dtype.kind == "f" else
+                  np.ones(input.shape, bool))

@@ -1,0 +1,137 @@
+"""Matrix products: ``matmul`` (numpy's batching and broadcasting), ``mm``, ``bmm``, ``dot``.
+
+Float products run on the numba matmul kernel (:func:`tinyattn.kernels.matmul.matmul`);
+integer ones on numpy. Mixed dtypes are refused, as in PyTorch.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Context, Function
+from ..kernels.matmul import matmul as matmul_kernel
+from ..tensor import Tensor
+from .validate import DTypeError, ShapeError, broadcast_shapes, check_same_dtype, check_tensor
+
+
+def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a @ b`` for arrays of >= 2 dims and one dtype: the kernel for floats, numpy otherwise."""
+    if a.dtype.kind == "f":
+        return matmul_kernel(a, b)
+    return np.matmul(a, b)
+
+
+class MatMul(Function):
+    """``C = A @ B``; chain rule: ``dA = G @ Bᵀ``, ``dB = Aᵀ @ G``.
+
+    Vectors are promoted as numpy does (a 1-D ``A`` is a row, a 1-D ``B`` a column) and the
+    added axis is removed from the result; broadcast batch dims are summed by the engine.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        need_a, need_b = ctx.needs_input_grad
+        ctx.save_for_backward(a if need_b else None, b if need_a else None, a.ndim == 1,
+                              b.ndim == 1)
+        a2 = a[None, :] if a.ndim == 1 else a  # (1, K) or (..., M, K)
+        b2 = b[:, None] if b.ndim == 1 else b  # (K, 1) or (..., K, N)
+        out = product(a2, b2)
+        if b.ndim == 1:
+            out = out[..., 0]
+        if a.ndim == 1:
+            out = out[..., 0, :] if b.ndim != 1 else out[..., 0]
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
+        a, b, a_vec, b_vec = ctx.saved
+        if b_vec:
+            grad = grad[..., None]  # (..., M, 1)
+        if a_vec:
+            grad = np.expand_dims(grad, -2)  # (..., 1, N)
+        da = db = None
+        if b is not None:
+            b2 = b[:, None] if b_vec else b
+            da = product(grad, np.swapaxes(b2, -1, -2))
+            if a_vec:
+                da = da.reshape(-1, da.shape[-1]).sum(axis=0)
+        if a is not None:
+            a2 = a[None, :] if a_vec else a
+            db = product(np.swapaxes(a2, -1, -2), grad)
+            if b_vec:
+                db = db.reshape(-1, db.shape[-2], 1).sum(axis=0)[:, 0]
+        return da, db
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        a, b = ctx.inputs
+        need_a, need_b = ctx.needs_input_grad
+        a2 = a.unsqueeze(0) if a.ndim == 1 else a
+        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
+        if b.ndim == 1:
+            grad = grad.unsqueeze(-1)
+        if a.ndim == 1:
+            grad = grad.unsqueeze(-2)
+        da = db = None
+        if need_a:
+            da = matmul(grad, b2.transpose(-1, -2))
+            if a.ndim == 1:
+                da = da.reshape(-1, da.shape[-1]).sum(0)
+        if need_b:
+            db = matmul(a2.transpose(-1, -2), grad)
+            if b.ndim == 1:
+                db = db.reshape(-1, db.shape[-2], 1).sum(0).squeeze(-1)
+        return da, db
+
+
+def matmul(input: Tensor, other: Tensor) -> Tensor:
+    """Matrix product ``input @ other`` with numpy's rules for vectors, batches and broadcasting.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> (ta.ones(2, 3) @ ta.ones(3, 4)).shape
+    (2, 4)
+    """
+    check_tensor("matmul", "input", input)
+    check_tensor("matmul", "other", other)
+    if input.ndim == 0 or other.ndim == 0:
+        raise ShapeError(f"matmul: both operands need at least 1 dim, got {input.shape} "
+                         f"and {other.shape}")
+    check_same_dtype("matmul", input=input, other=other)
+    if input.dtype.kind == "b":
+        raise DTypeError("matmul: bool tensors are not supported")
+    inner_a = input.shape[-1]
+    inner_b = other.shape[0] if other.ndim == 1 else other.shape[-2]
+    if inner_a != inner_b:
+        raise ShapeError(f"matmul: shapes {input.shape} and {other.shape} do not align: "
+                         f"{inner_a} != {inner_b}")
+    if input.ndim > 2 or other.ndim > 2:
+        batch_a = input.shape[:-2] if input.ndim > 1 else ()
+        batch_b = other.shape[:-2] if other.ndim > 1 else ()
+        broadcast_shapes("matmul (batch dims)", batch_a, batch_b)
+    return MatMul.apply(input, other)
+
+
+def mm(input: Tensor, mat2: Tensor) -> Tensor:
+    """The product of two matrices (2-D only)."""
+    if input.ndim != 2 or mat2.ndim != 2:
+        raise ShapeError(f"mm: expected two 2-D tensors, got shapes {input.shape} and "
+                           f"{mat2.shape}")
+    return matmul(input, mat2)
+
+
+def bmm(input: Tensor, mat2: Tensor) -> Tensor:
+    """Batched product of ``(b, n, m)`` and ``(b, m, p)`` tensors (no broadcasting)."""
+    if input.ndim != 3 or mat2.ndim != 3 or input.shape[0] != mat2.shape[0]:
+        raise ShapeError(f"bmm: expected 3-D tensors with the same batch size, got shapes "
+                           f"{input.shape} and {mat2.shape}")
+    return matmul(input, mat2)
+
+
+def dot(input: Tensor, other: Tensor) -> Tensor:
+    """The inner product of two 1-D tensors of the same size."""
+    if input.ndim != 1 or other.ndim != 1 or input.shape != other.shape:
+        raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
+                           f"{input.shape} and {other.shape}")
+    return matmul(input, other)
