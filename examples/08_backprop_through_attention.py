@@ -16,7 +16,8 @@ import numpy as np
 
 import tinyattn as ta
 from tinyattn import inspect
-from tinyattn.walkthrough import SEED_EMBEDDINGS, SEED_TOKENS, TOLERANCE, run
+from tinyattn.study import SEED_EMBEDDINGS, SEED_TOKENS, TOLERANCE
+from tinyattn.walkthrough import run
 
 parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
 parser.add_argument("--out", type=Path, default=Path("runs/walkthrough"), help="picture folder")

@@ -28,77 +28,20 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import TextIO
 
 import numpy as np
 
 from . import functional as F
 from .creation import tensor
 from .inspect import trace
-from .tensor import Tensor
-
-SEED_TOKENS = ("Your", "journey", "starts", "with", "one", "step")
-SEED_EMBEDDINGS = (
-    (0.43, 0.15, 0.89),  # Your
-    (0.55, 0.87, 0.66),  # journey
-    (0.57, 0.85, 0.64),  # starts
-    (0.22, 0.58, 0.33),  # with
-    (0.77, 0.25, 0.10),  # one
-    (0.05, 0.80, 0.55),  # step
+from .study import (
+    SEED_EMBEDDINGS,
+    SEED_TOKENS,
+    TOLERANCE,
+    numeric_gradient,
+    softmax_forward_numpy,
 )
-"""The seed sentence "Your journey starts with one step" as six fixed 3-d embeddings."""
-
-TOLERANCE = 1e-7
-"""Largest difference :func:`run` accepts between two ways of computing the same gradient."""
-
-
-def _softmax_rows(x: np.ndarray) -> np.ndarray:
-    shifted = np.exp(x - x.max(axis=-1, keepdims=True))
-    return shifted / shifted.sum(axis=-1, keepdims=True)
-
-
-def numeric_gradient(
-    f: Callable[[np.ndarray], float], x: np.ndarray, eps: float = 1e-6
-) -> np.ndarray:
-    """Central finite differences ``(f(x + eps·e_i) − f(x − eps·e_i)) / (2·eps)`` for every i.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> numeric_gradient(lambda x: float(np.sum(x ** 2)), np.array([1.0, -2.0])).round(6)
-    array([ 2., -4.])
-    """
-    grad = np.zeros_like(x, dtype=np.float64)
-    for index in np.ndindex(x.shape):
-        step = np.zeros_like(x, dtype=np.float64)
-        step[index] = eps
-        grad[index] = (f(x + step) - f(x - step)) / (2 * eps)
-    return grad
-
-
-def compare(label: str, actual: Any, expected: Any, tol: float = 1e-10,
-            stream: TextIO | None = None) -> float:
-    """Print ``[ok] label: max |difference| = …`` and return it; raise AssertionError above ``tol``.
-
-    ``actual`` and ``expected`` may be tensors or arrays (the examples use it for their checks).
-
-    Examples
-    --------
-    >>> import io, numpy as np
-    >>> compare("same", np.ones(2), np.ones(2), stream=io.StringIO())
-    0.0
-    """
-    a = np.asarray(actual.data if isinstance(actual, Tensor) else actual, dtype=np.float64)
-    b = np.asarray(expected.data if isinstance(expected, Tensor) else expected, dtype=np.float64)
-    if a.shape != b.shape:
-        raise AssertionError(f"{label}: shapes differ, {a.shape} vs {b.shape}")
-    worst = float(np.max(np.abs(a - b))) if a.size else 0.0
-    verdict = "ok" if worst <= tol else "FAIL"
-    print(f"  [{verdict}] {label}: max |difference| = {worst:.2e}",
-          file=sys.stdout if stream is None else stream)
-    if worst > tol:
-        raise AssertionError(f"{label}: max |difference| {worst:.3e} > tolerance {tol:.0e}")
-    return worst
 
 
 def run(stream: TextIO | None = None, seed: int = 123, d_out: int = 2) -> dict[str, float]:
@@ -165,10 +108,11 @@ def run(stream: TextIO | None = None, seed: int = 123, d_out: int = 2) -> dict[s
         "dV = P^T dO": (dV, V, lambda v: np.sum(Pn @ v * G), Vn),
         "dP = dO V^T": (dP, P, lambda p: np.sum(p @ Vn * G), Pn),
         "dS = P * (dP - rowsum(dP * P))": (
-            dS, S, lambda s: np.sum(_softmax_rows(s) @ Vn * G), S.data),
-        "dQ = dS K * s": (dQ, Q, lambda q: np.sum(_softmax_rows(q @ Kn.T * scale) @ Vn * G), Qn),
+            dS, S, lambda s: np.sum(softmax_forward_numpy(s) @ Vn * G), S.data),
+        "dQ = dS K * s": (
+            dQ, Q, lambda q: np.sum(softmax_forward_numpy(q @ Kn.T * scale) @ Vn * G), Qn),
         "dK = dS^T Q * s": (
-            dK, K, lambda k: np.sum(_softmax_rows(Qn @ k.T * scale) @ Vn * G), Kn),
+            dK, K, lambda k: np.sum(softmax_forward_numpy(Qn @ k.T * scale) @ Vn * G), Kn),
     }
     for label, (hand, node, f, value) in by_hand.items():
         key = label.split(" =")[0]
@@ -183,7 +127,7 @@ def run(stream: TextIO | None = None, seed: int = 123, d_out: int = 2) -> dict[s
 
     def loss_of(Wq: np.ndarray, Wk: np.ndarray, Wv: np.ndarray) -> float:
         q, k, v = X @ Wq, X @ Wk, X @ Wv
-        return float(np.sum(_softmax_rows(q @ k.T * scale) @ v * G))
+        return float(np.sum(softmax_forward_numpy(q @ k.T * scale) @ v * G))
 
     for name, leaf, grad, f in (
         ("W_q", w_q, X.T @ dQ, lambda w: loss_of(w, weights["W_k"], weights["W_v"])),
