@@ -9,7 +9,14 @@ Backward: the gradient of every intermediate (kept with ``retain_grad``), checke
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import SEED_EMBEDDINGS, SEED_TOKENS, compare, numeric_gradient
+from tinyattn.study import (
+    SEED_EMBEDDINGS,
+    SEED_TOKENS,
+    TOLERANCE,
+    compare,
+    numeric_gradient,
+    softmax_forward_numpy,
+)
 
 np.set_printoptions(precision=4, suppress=True)
 inputs = ta.tensor(np.array(SEED_EMBEDDINGS), requires_grad=True)  # (6, 3), float64
@@ -57,10 +64,9 @@ compare("d inputs = P^T dC + dS X + dS^T X", inputs.grad, dX)
 
 
 def loss_of(x):
-    s = x @ x.T
-    p = np.exp(s - s.max(axis=-1, keepdims=True))
-    return float(np.sum((p / p.sum(axis=-1, keepdims=True)) @ x * G))
+    return float(np.sum(softmax_forward_numpy(x @ x.T) @ x * G))  # the forward pass in numpy
 
 
-compare("d inputs vs finite differences", inputs.grad, numeric_gradient(loss_of, X), tol=1e-7)
+compare("d inputs vs finite differences", inputs.grad, numeric_gradient(loss_of, X),
+        tol=TOLERANCE)
 print("\ndone: simplified attention, forward and backward")

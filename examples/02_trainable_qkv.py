@@ -8,7 +8,7 @@ copied over (a Linear stores its weight as (out, in), the transpose of W).
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import SEED_EMBEDDINGS, compare
+from tinyattn.study import SEED_EMBEDDINGS, compare
 
 np.set_printoptions(precision=4, suppress=True)
 x = ta.tensor(np.array(SEED_EMBEDDINGS))  # (6, 3), float64

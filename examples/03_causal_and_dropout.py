@@ -12,7 +12,7 @@ pass no gradient back.
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import SEED_EMBEDDINGS, compare
+from tinyattn.study import SEED_EMBEDDINGS, compare
 
 np.set_printoptions(precision=4, suppress=True)
 T, d_out = 6, 2

@@ -7,7 +7,7 @@
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import SEED_EMBEDDINGS, compare
+from tinyattn.study import SEED_EMBEDDINGS, compare
 
 np.set_printoptions(precision=4, suppress=True)
 

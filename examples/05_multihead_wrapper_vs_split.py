@@ -12,7 +12,7 @@ With out_proj set to the identity the two agree, forward and backward.
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import SEED_EMBEDDINGS, compare
+from tinyattn.study import SEED_EMBEDDINGS, compare
 
 np.set_printoptions(precision=4, suppress=True)
 ta.manual_seed(123)

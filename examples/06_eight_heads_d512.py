@@ -11,7 +11,7 @@ and the gradients of every per-head matrix are found again as slices of the laye
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import compare
+from tinyattn.study import compare
 
 np.set_printoptions(precision=4, suppress=True)
 tokens = ["Your", "journey", "starts"]

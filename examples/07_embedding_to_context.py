@@ -10,7 +10,7 @@ of the gradients of both occurrences (the backward of a lookup is a scatter-add)
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.walkthrough import compare
+from tinyattn.study import compare
 
 np.set_printoptions(precision=4, suppress=True)
 text = "your journey starts with one step and one more step"

@@ -29,6 +29,7 @@ EXPECTED = {
                                         "table: True"]),
     "08_backprop_through_attention.py": (["--out", "{tmp}"], ["all checks passed",
                                                               "dQ = dS K * s",
+                                                              "every row of dS sums to 0",
                                                               "fused vs composed (causal)"]),
     "train_sequence_tasks.py": (["--fast", "--out", "{tmp}"], ["=== reverse ===",
                                                                "held-out token accuracy:"]),

@@ -5,6 +5,7 @@ import pytest
 
 import tinyattn as ta
 from tinyattn.autograd import Function
+from tinyattn.gradcheck import central_difference
 
 
 class WrongSquare(Function):
@@ -72,3 +73,20 @@ def test_gradcheck_checks_several_outputs_and_passes_integer_inputs_through():
 def test_gradcheck_without_differentiable_inputs_is_an_error():
     with pytest.raises(ValueError, match="no input has requires_grad"):
         ta.gradcheck(lambda t: t * 2, (ta.ones(2),))
+
+
+def test_central_difference_is_the_directional_derivative_with_error_of_order_eps_squared():
+    rng = np.random.default_rng(0)
+    x, u = rng.standard_normal(5), rng.standard_normal(5)
+    exact = float(np.cos(x) @ u)  # d/dt Σ sin(x + t·u) at t = 0
+    errors = [abs(central_difference(lambda z: float(np.sum(np.sin(z))), x, u, eps) - exact)
+              for eps in (1e-2, 1e-3)]
+    assert errors[0] < 1e-4
+    # central: the error falls 100-fold when eps falls 10-fold (a one-sided one: 10-fold)
+    assert 50 < errors[0] / errors[1] < 200
+
+
+def test_central_difference_leaves_its_point_unchanged():
+    x = np.array([1.0, 2.0, 3.0])
+    central_difference(lambda z: float(z @ z), x, np.ones(3))
+    assert x.tolist() == [1.0, 2.0, 3.0]

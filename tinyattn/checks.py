@@ -24,7 +24,7 @@ from . import functional as F
 from . import nn, ops
 from .autograd import no_grad
 from .creation import tensor
-from .gradcheck import gradcheck
+from .gradcheck import central_difference, gradcheck
 from .models import TransformerLM, TransformerLMConfig
 from .random import manual_seed
 from .tensor import Tensor
@@ -199,18 +199,22 @@ def directional_error(
     output.backward(cotangent)
     grads = [np.zeros(t.shape) if t.grad is None else t.grad.data for t in checked]
     originals = [t.data for t in checked]
+    ends = np.cumsum([t.data.size for t in checked])[:-1]
 
-    def objective(step: list[np.ndarray], sign: float) -> float:
-        for t, base, u in zip(checked, originals, step):
-            t.data = base + sign * eps * u
+    def objective(point: np.ndarray) -> float:
+        """``L`` with the checked inputs set from ``point``, all of them flattened end to end."""
+        for t, piece in zip(checked, np.split(point, ends)):
+            t.data = piece.reshape(t.shape)
         with no_grad():
             return float(np.sum(case.fn(*case.inputs).data * cotangent))
 
+    start = np.concatenate([base.ravel() for base in originals])
     worst = 0.0
     try:
         for _ in range(directions):
             step = [rng.standard_normal(t.shape) for t in checked]
-            numeric = (objective(step, 1.0) - objective(step, -1.0)) / (2 * eps)
+            direction = np.concatenate([u.ravel() for u in step])
+            numeric = central_difference(objective, start, direction, eps)
             analytic = sum(float(np.sum(g * u)) for g, u in zip(grads, step))
             worst = max(worst, abs(analytic - numeric))
     finally:

@@ -1,0 +1,29 @@
+"""The finite-difference column of the ``tinyattn gradcheck`` table must expose wrong gradients."""
+
+import numpy as np
+
+import tinyattn as ta
+from tinyattn.checks import Case, directional_error
+
+
+def test_directional_error_is_rounding_for_correct_gradients_of_several_inputs():
+    a = ta.tensor(np.array([[0.5, -1.0, 2.0]]), requires_grad=True)
+    b = ta.tensor(np.array([[1.5], [0.3]]), requires_grad=True)
+    assert directional_error(Case("outer", lambda s, t: (s * t).tanh(), [a, b])) < 1e-8
+
+
+def test_directional_error_exposes_a_wrong_gradient_in_any_input():
+    a = ta.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    b = ta.tensor(np.array([1.5, 0.3, -0.7]), requires_grad=True)
+    b.register_hook(lambda g: g * 3.0)  # b's gradient three times too large, a's right
+    assert directional_error(Case("product", lambda s, t: s * t, [a, b])) > 1e-2
+
+
+def test_directional_error_restores_the_inputs_and_clears_their_gradients():
+    a = ta.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
+    b = ta.tensor(np.array([[1.5], [0.3]]), requires_grad=True)
+    before = (a.data, b.data)
+    directional_error(Case("outer", lambda s, t: t * s, [a, b]))
+    assert a.data is before[0] and b.data is before[1]
+    assert a.data.tolist() == [0.5, -1.0, 2.0] and b.data.tolist() == [[1.5], [0.3]]
+    assert a.grad is None and b.grad is None
