@@ -20,7 +20,7 @@ embed_dim, num_heads = 4, 2
 d_head = embed_dim // num_heads
 to_width = ta.nn.Linear(3, embed_dim, bias=False).double()  # 3-d embeddings -> width 4
 sentence = ta.tensor(np.array(SEED_EMBEDDINGS))
-x = to_width(ta.stack([sentence, sentence[::-1]])).detach()  # (2, 6, 4): it, and reversed
+x = to_width(ta.stack([sentence, sentence.flip(0)])).detach()  # (2, 6, 4): it, and reversed
 print("input batch:", x.shape)
 
 split = ta.nn.MultiHeadAttention(embed_dim, num_heads, bias=False, causal=True).double()

@@ -161,7 +161,7 @@ CASES = [
          *[t.zeros(2, 2, 3, 4)] * 3, attn_mask=t.ones(3, 4) > 0)),
     ("sdpa-mask-int",
      lambda: F.scaled_dot_product_attention(Q, Q, Q, attn_mask=ta.zeros(3, 3).to(ta.int64)),
-     TypeError, r"scaled_dot_product_attention: attn_mask must be bool or have the query's "
+     TypeError, r"scaled_dot_product_attention: attn_mask must be boolean or have the query's "
      r"dtype float32, got int64",
      lambda t: t.nn.functional.scaled_dot_product_attention(
          *[t.zeros(2, 2, 3, 4)] * 3, attn_mask=t.zeros(3, 3, dtype=t.int64))),
