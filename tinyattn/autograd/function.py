@@ -49,6 +49,9 @@ class Context:
         What ``save_for_backward`` stored.
     needs_input_grad : tuple of bool
         For each input, whether a gradient must be computed for it.
+    kwargs : dict
+        The op's keyword arguments (``dim``, ``seed`` ...): with ``inputs`` they determine its
+        forward, so a study tool can run the op again (``fn.forward(ctx, *arrays, **kwargs)``).
     """
 
     def __init__(self, fn: type[Function], inputs: tuple[Tensor, ...], record: bool):
@@ -93,6 +96,7 @@ class Context:
         self.saved = ()
         self.inputs = None
         self.edges = ()
+        self.kwargs = {}
         self.freed = True
 
     @property
@@ -129,6 +133,7 @@ class Function:
 
         record = is_grad_enabled() and any(t.requires_grad for t in inputs)
         ctx = Context(cls, inputs, record)
+        ctx.kwargs = kwargs
         out = cls.forward(ctx, *(t.data for t in inputs), **kwargs)
         result = Tensor._from_op(out, ctx if record else None)
         if cls.view and np.may_share_memory(result.data, inputs[0].data):
