@@ -72,7 +72,7 @@ from .dtypes import (
     result_type,
     uint8,
 )
-from .gradcheck import GradcheckError, gradcheck
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .models import TransformerLM
 from .ops import (
     abs,
@@ -170,7 +170,7 @@ __all__ = [
     "detect_anomaly", "device", "div", "dot", "double", "dtypes", "e", "empty", "empty_like",
     "enable_grad", "eq", "equal", "erf", "exp", "eye", "flatten", "flip", "float", "float16",
     "float32", "float64", "from_numpy", "full", "full_like", "functional", "gather",
-    "get_default_dtype", "gradcheck", "half", "inf", "inference_mode",
+    "get_default_dtype", "gradcheck", "gradgradcheck", "half", "inf", "inference_mode",
     "inspect", "int", "int8", "int16", "int32", "int64", "is_floating_point",
     "is_grad_enabled", "isclose", "isfinite", "isinf", "isnan", "linspace", "log",
     "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "long",

@@ -1,4 +1,5 @@
-"""Check analytic gradients against central finite differences, in float64.
+"""Check analytic gradients — and gradients of gradients — against central finite differences,
+in float64.
 
 For a function ``f`` with outputs ``y`` and a random cotangent ``v`` (never a bare ``.sum()``:
 the sum of a softmax is constant, so its gradient would be zero whatever the backward did),
@@ -9,6 +10,11 @@ replace the unit vectors ``e_i`` and ``<∇L, u>`` is compared instead (a direct
 catches any wrong element with probability one). :func:`central_difference` is the one
 finite-difference formula of the package: the ``tinyattn gradcheck`` table and
 :func:`tinyattn.study.numeric_gradient` use it too.
+
+:func:`gradgradcheck` checks second derivatives the same way: the vector-Jacobian product
+``(x, v) ↦ vᵀ ∂f/∂x``, computed with ``create_graph=True``, is itself a function whose
+gradient (with respect to ``x``: the second derivative; with respect to ``v``: the Jacobian)
+:func:`gradcheck` compares with finite differences.
 """
 
 from __future__ import annotations
@@ -18,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .autograd import no_grad
+from .autograd import enable_grad, grad, no_grad
 from .tensor import Tensor
 
 
@@ -176,3 +182,59 @@ def _loss_of_input(
             x.data = original
 
     return loss
+
+
+def gradgradcheck(
+    fn: Callable[..., Any],
+    inputs: Tensor | Sequence[Any],
+    grad_outputs: Sequence[Tensor] | None = None,
+    eps: float = 1e-6,
+    atol: float = 1e-5,
+    rtol: float = 1e-3,
+    raise_exception: bool = True,
+    max_elements: int = 512,
+    directions: int = 8,
+    seed: int = 0,
+) -> bool:
+    """Compare the second derivatives of ``fn`` with central finite differences.
+
+    The function checked is the vector-Jacobian product ``(x, v) ↦ vᵀ ∂fn(x)/∂x`` (one
+    backward pass with ``create_graph=True``), for random cotangents ``v`` (or
+    ``grad_outputs``); :func:`gradcheck` then differentiates it with respect to both ``x``
+    and ``v`` and compares with finite differences. Arguments as :func:`gradcheck`.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.randn(2, 3, dtype="float64", requires_grad=True)
+    >>> ta.gradgradcheck(lambda t: (t * t).softmax(dim=-1), (x,))
+    True
+    """
+    rng = np.random.default_rng(seed + 1)
+    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    args = [Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
+            if isinstance(a, Tensor) and a.dtype.kind == "f" else a for a in items]
+    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    if not checked:
+        raise ValueError("gradgradcheck: no input has requires_grad=True, so there is nothing "
+                         "to check")
+    outputs = [out for out in _as_outputs(fn(*args)) if out.requires_grad]
+    if grad_outputs is None:
+        cotangents = [Tensor(rng.standard_normal(out.shape), requires_grad=True)
+                      for out in outputs]
+    else:
+        cotangents = [Tensor(np.asarray(g.data if isinstance(g, Tensor) else g, np.float64),
+                             requires_grad=True) for g in grad_outputs]
+    n_args = len(args)
+
+    def vector_jacobian_product(*values: Any) -> tuple[Tensor, ...]:
+        xs, vs = list(values[:n_args]), values[n_args:]
+        with enable_grad():
+            outs = [out for out in _as_outputs(fn(*xs)) if out.requires_grad]
+            found = grad(outs, [xs[i] for i in checked], list(vs), create_graph=True,
+                         allow_unused=True)
+        return tuple(g for g in found if g is not None)
+
+    return gradcheck(vector_jacobian_product, [*args, *cotangents], eps=eps, atol=atol,
+                     rtol=rtol, raise_exception=raise_exception, max_elements=max_elements,
+                     directions=directions, seed=seed)

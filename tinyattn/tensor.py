@@ -302,8 +302,8 @@ class Tensor:
             self.grad = grad if self.grad is None else self.grad + grad
         elif self.grad is None:
             self.grad = Tensor(np.array(grad, dtype=self.dtype, copy=True))
-        else:
-            self.grad = Tensor(self.grad.data + grad)
+        else:  # in place, as PyTorch: the .grad tensor keeps its identity (and any grad_fn)
+            self.grad.data += grad
 
     def detach(self) -> Tensor:
         """A new leaf sharing this tensor's data (and version counter), cut from the graph."""

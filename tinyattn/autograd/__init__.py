@@ -26,3 +26,13 @@ __all__ = [
     "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "run_backward",
     "seed_gradient", "set_grad_enabled", "unbroadcast",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ta.autograd.gradcheck`` / ``gradgradcheck``, as in ``torch.autograd`` (imported late:
+    the checks are built on this package)."""
+    if name in ("gradcheck", "gradgradcheck"):
+        from ..gradcheck import gradcheck, gradgradcheck
+
+        return {"gradcheck": gradcheck, "gradgradcheck": gradgradcheck}[name]
+    raise AttributeError(f"module 'tinyattn.autograd' has no attribute {name!r}")
