@@ -62,8 +62,9 @@ CASES = [
      r"masked_fill: the mask/condition must be a boolean tensor, got dtype float32"),
     ("masked-fill-shape", lambda: X.masked_fill(ta.ones(3, 3) > 0, 0.0), ValueError,
      r"masked_fill: shapes \(2, 3\) and \(3, 3\) are not broadcastable"),
-    ("masked-fill-grows", lambda: ta.ones(3).masked_fill(ta.ones(2, 3) > 0, 0.0), ValueError,
-     r"masked_fill: mask of shape \(2, 3\) does not broadcast to the tensor's shape \(3,\)"),
+    ("masked-fill-in-place-grows", lambda: ta.ones(3).masked_fill_(ta.ones(2, 3) > 0, 0.0),
+     RuntimeError, r"masked_fill_: output with shape \(3,\) doesn't match the broadcast shape "
+     r"\(2, 3\)"),
     ("int-requires-grad", lambda: ta.tensor([1, 2], requires_grad=True), TypeError,
      r"only floating point tensors can require gradients, got dtype int64"),
     ("bool-requires-grad", lambda: ta.tensor([True]).requires_grad_(), TypeError,

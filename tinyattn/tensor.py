@@ -44,10 +44,11 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
     array = np.asarray(data)
     kind = array.dtype.kind
     if kind == "f":
-        if array.dtype not in (float32, float64) or not isinstance(data, np.ndarray):
+        if array.dtype not in (float32, float64) or not isinstance(data, (np.ndarray,
+                                                                         np.generic)):
             array = array.astype(float32)
     elif kind in "iu":
-        if not isinstance(data, np.ndarray):
+        if not isinstance(data, (np.ndarray, np.generic)):
             array = array.astype(int64, copy=False)
         elif array.dtype not in (dtypes.uint8, dtypes.int8, dtypes.int16, dtypes.int32, int64):
             array = array.astype(int64)
@@ -386,9 +387,11 @@ class Tensor:
             from .ops import cast
 
             result = cast(result, self.dtype)
+        ctx = result.grad_fn
+        if ctx is not None and ctx.inputs and any(t is self for t in ctx.inputs):
+            _keep_original(ctx, self)
         self.data[...] = result.data
         self._version.value += 1
-        ctx = result.grad_fn
         if ctx is not None:
             # the op saved its output by value: that value now lives in (and is versioned by) self
             ctx.saved_versions = tuple(
@@ -521,6 +524,18 @@ class Tensor:
     def mT(self) -> Tensor:  # noqa: N802  (PyTorch's name)
         """The last two dims swapped."""
         return _ops.transpose(self, -2, -1)
+
+
+def _keep_original(ctx: autograd.Context, x: Tensor) -> None:
+    """Before ``x`` is overwritten by the in-place op ``ctx``, give ``ctx`` its own copy of the
+    value ``x`` had (PyTorch's "original self"): what the op saved of ``x`` and, for a
+    create_graph backward, a tensor standing for ``x`` before the change."""
+    original = x.data.copy()
+    edge = ctx.edges[[t is x for t in ctx.inputs].index(True)]
+    before = Tensor._from_op(original, edge if isinstance(edge, autograd.Context) else None)
+    ctx.saved = tuple(original if v is x.data else v for v in ctx.saved)
+    ctx.saved_versions = tuple((c, v) for c, v in ctx.saved_versions if c is not x._version)
+    ctx.inputs = tuple(before if t is x else t for t in ctx.inputs)
 
 
 def as_tensor(value: Any, dtype: Any = None) -> Tensor:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from ..ops import log_softmax, relu, sigmoid, softmax, tanh
 from ..ops.activation import Gelu
-from ..ops.operands import floating
-from ..ops.validate import check_choice
+from ..ops.validate import check_choice, check_float
 from ..tensor import Tensor
 
 __all__ = ["gelu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
@@ -20,7 +19,7 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
 
     Parameters
     ----------
-    input : Tensor, any shape (integers become float32)
+    input : Tensor, floating point, any shape
     approximate : {'none', 'tanh'}
 
     Returns
@@ -34,10 +33,10 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     [-0.1587, 0.0, 0.8413]
     """
     check_choice("gelu", "approximate", approximate, GELU_APPROXIMATIONS)
-    return Gelu.apply(floating("gelu", input), approximate=approximate)
+    return Gelu.apply(check_float("gelu", "input", input), approximate=approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:
     """``x · sigmoid(x)`` (the gate of SwiGLU), composed of two recorded ops."""
-    x = floating("silu", input)
+    x = check_float("silu", "input", input)
     return x * sigmoid(x)

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from ..ops.linear import Linear
-from ..ops.validate import ShapeError, check_float, check_same_dtype
+from ..ops.validate import DTypeError, ShapeError, check_same_dtype, check_tensor
 from ..tensor import Tensor
 
 
@@ -13,7 +13,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
 
     Parameters
     ----------
-    input : Tensor, shape (..., in_features), float
+    input : Tensor, shape (..., in_features)
     weight : Tensor, shape (out_features, in_features), the same dtype
     bias : Tensor, shape (out_features,), the same dtype, or None
 
@@ -29,11 +29,12 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> ta.F.linear(x, w, ta.tensor([0.5])).tolist()
     [[6.5], [6.5]]
     """
-    check_float("linear", "input", input)
-    check_float("linear", "weight", weight)
-    if bias is not None:
-        check_float("linear", "bias", bias)
+    for label, value in (("input", input), ("weight", weight), ("bias", bias)):
+        if value is not None:
+            check_tensor("linear", label, value)
     check_same_dtype("linear", input=input, weight=weight, bias=bias)
+    if input.dtype.kind == "b":
+        raise DTypeError("linear: bool tensors are not supported")
     if weight.ndim != 2:
         raise ShapeError(
             f"linear: weight must have shape (out_features, in_features), got {weight.shape}"

@@ -26,12 +26,13 @@ class Gelu(Function):
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, approximate: str) -> np.ndarray:
         ctx.save_for_backward(x, approximate)
-        return gelu_forward(x, approximate)
+        return gelu_forward(x.reshape(-1), approximate).reshape(x.shape)
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         x, approximate = ctx.saved
-        return (gelu_backward(x, np.ascontiguousarray(grad, dtype=x.dtype), approximate),)
+        rows = np.ascontiguousarray(grad, dtype=x.dtype).reshape(-1)
+        return (gelu_backward(x.reshape(-1), rows, approximate).reshape(x.shape),)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:

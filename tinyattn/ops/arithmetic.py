@@ -170,12 +170,16 @@ class Pow(Function):
         return da, db
 
 
+def _is_bool(value: Any) -> bool:
+    return isinstance(value, (bool, np.bool_)) or getattr(value, "dtype", None) == np.bool_
+
+
 def _binary(fn: type[Function], name: str, a: Any, b: Any, floating: bool = False) -> Tensor:
+    if fn is Sub and (_is_bool(a) or _is_bool(b)):
+        raise DTypeError("sub: subtraction, the `-` operator, with a bool tensor is not "
+                         "supported; use the `^` or logical_xor() operator instead")
     a_t, b_t = operands(name, a, b, floating=floating)
     broadcast_shapes(name, a_t.shape, b_t.shape)
-    if a_t.dtype.kind == "b" and fn is Sub:
-        raise DTypeError("sub: subtraction, the `-` operator, with two bool tensors is not "
-                           "supported; use the `^` or logical_xor() operator instead")
     return fn.apply(a_t, b_t)
 
 
@@ -241,6 +245,8 @@ def pow(input: Any, exponent: Any) -> Tensor:
             return Tensor(base.data**exponent)
         base = input if input.dtype.kind == "f" else input.to(np.float32)
         return PowScalar.apply(base, exponent=exponent)
+    if _is_bool(input) and _is_bool(exponent):
+        raise DTypeError("pow: a bool to a bool power is not supported (PyTorch has no bool pow)")
     a, b = operands("pow", input, exponent)
     broadcast_shapes("pow", a.shape, b.shape)
     if a.dtype.kind in "iub":
@@ -260,15 +266,59 @@ def _integer_power(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
     return np.where(negative, reciprocal, result).astype(result.dtype)
 
 
+class FloorDivide(Function):
+    """``y = floor(a / b)``: piecewise constant, and, as in PyTorch, without a derivative."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.floor_divide(a, b)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[None, None]:
+        raise RuntimeError("floor_divide: the derivative of floor_divide is not implemented "
+                           "(it is zero almost everywhere; PyTorch refuses it too)")
+
+
+class Remainder(Function):
+    """``y = a − b · floor(a / b)`` (the sign of ``b``); ``da = g``, ``db = −g · floor(a / b)``."""
+
+    @staticmethod
+    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            quotient = np.floor_divide(a, b)
+        ctx.save_for_backward(quotient)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        (quotient,) = ctx.saved
+        return grad, -grad * quotient
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        return grad, -grad * Tensor(ctx.saved[0])
+
+
+def _check_divisor(op: str, a: Tensor, b: Tensor) -> None:
+    if a.dtype.kind == "b":
+        raise DTypeError(f"{op}: bool tensors are not supported")
+    if a.dtype.kind in "iu" and (b.data == 0).any():
+        raise ZeroDivisionError(f"{op}: integer division by zero")
+
+
 def floor_divide(input: Any, other: Any) -> Tensor:
-    """Elementwise ``floor(input / other)`` (not differentiable), as ``torch.floor_divide``."""
+    """Elementwise ``floor(input / other)``, as ``torch.floor_divide`` (``//``)."""
     a, b = operands("floor_divide", input, other)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return Tensor(np.floor_divide(a.data, b.data))
+    broadcast_shapes("floor_divide", a.shape, b.shape)
+    _check_divisor("floor_divide", a, b)
+    return FloorDivide.apply(a, b)
 
 
 def remainder(input: Any, other: Any) -> Tensor:
-    """Elementwise remainder with the sign of ``other`` (Python's ``%``), not differentiable."""
+    """Elementwise remainder with the sign of ``other`` (Python's ``%``)."""
     a, b = operands("remainder", input, other)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        return Tensor(np.remainder(a.data, b.data))
+    broadcast_shapes("remainder", a.shape, b.shape)
+    _check_divisor("remainder", a, b)
+    return Remainder.apply(a, b)

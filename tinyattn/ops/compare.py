@@ -98,11 +98,13 @@ class Maximum(Function):
 
     @staticmethod
     def _shares(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
+        """Each input's share of the gradient: 1 unless it lost, ½ on ties (NaN loses to
+        nothing, so both sides of a NaN comparison keep the whole gradient, as in PyTorch)."""
         a, b, largest = ctx.saved
-        wins = a > b if largest else a < b
         ties = a == b
-        share_a = np.where(ties, 0.5, np.where(wins, 1.0, 0.0))
-        return share_a, np.where(ties, 0.5, 1.0 - share_a)
+        a_loses, b_loses = (a < b, b < a) if largest else (a > b, b > a)
+        return (np.where(ties, 0.5, np.where(a_loses, 0.0, 1.0)),
+                np.where(ties, 0.5, np.where(b_loses, 0.0, 1.0)))
 
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -343,7 +343,10 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         check_tensor("cat", f"tensors[{i}]", t)
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of tensors")
-    tensors = [t for t in tensors if t.shape != (0,)] or tensors[:1]
+    dtype = dtypes.result_type(*tensors)
+    tensors = [t for t in tensors if t.shape != (0,)]
+    if not tensors:  # only empty 1-D tensors (skipped whatever the dim, as PyTorch)
+        return Tensor(np.zeros(0, dtype))
     first = tensors[0]
     if first.ndim == 0:
         raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
@@ -356,7 +359,6 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                 f"cat: tensor {i} has shape {t.shape}, which does not match tensor 0's shape "
                 f"{first.shape} outside dim {axis}"
             )
-    dtype = dtypes.result_type(*tensors)
     return Cat.apply(*(to_dtype(t, dtype) for t in tensors), dim=axis)
 
 
@@ -399,19 +401,23 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
 
 
 def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
-    """``input`` with ``value`` written where ``mask`` is True; ``mask`` broadcasts to it."""
+    """``input`` with ``value`` written where ``mask`` is True (the two broadcast together; the
+    in-place ``masked_fill_`` needs the result to keep the input's shape)."""
     check_tensor("masked_fill", "input", input)
     array = _bool_mask("masked_fill", mask)
-    if broadcast_shapes("masked_fill", input.shape, array.shape) != input.shape:
-        raise ShapeError(
-            f"masked_fill: mask of shape {array.shape} does not broadcast to the tensor's "
-            f"shape {input.shape}"
-        )
     if isinstance(value, Tensor):
         if value.ndim:
             raise ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got "
                                f"shape {value.shape}")
         value = value.item()
+    if input.dtype.kind in "iu" and not (np.isfinite(value) and
+                                        np.iinfo(input.dtype).min <= value
+                                        <= np.iinfo(input.dtype).max):
+        raise ValueError(f"masked_fill: value {value} cannot be converted to {input.dtype} "
+                         "without overflow")
+    shape = broadcast_shapes("masked_fill", input.shape, array.shape)
+    if shape != input.shape:  # out of place, the mask may broadcast the input (PyTorch)
+        input = input.expand(shape)
     return MaskedFill.apply(input, mask=array, value=value)
 
 

@@ -8,6 +8,8 @@ separately.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..autograd import Context, Function
@@ -26,7 +28,7 @@ class Linear(Function):
     def forward(ctx: Context, x: np.ndarray, weight: np.ndarray,
                 bias: np.ndarray | None = None) -> np.ndarray:
         out_features, in_features = weight.shape
-        rows = x.reshape(-1, in_features)  # (N, in)
+        rows = x.reshape(math.prod(x.shape[:-1]), in_features)  # (N, in)
         y = product(rows, weight.T)  # (N, out)
         if bias is not None:
             y += bias
@@ -37,13 +39,13 @@ class Linear(Function):
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
         x, weight, x_shape = ctx.saved
-        out_features = grad.shape[-1]
-        grad_rows = grad.reshape(-1, out_features)  # (N, out)
+        n_rows, out_features = math.prod(x_shape[:-1]), grad.shape[-1]
+        grad_rows = grad.reshape(n_rows, out_features)  # (N, out)
         dx = dweight = dbias = None
         if ctx.needs_input_grad[0]:
             dx = product(grad_rows, weight).reshape(x_shape)  # (..., in)
         if ctx.needs_input_grad[1]:
-            dweight = product(grad_rows.T, x.reshape(-1, x_shape[-1]))  # (out, in)
+            dweight = product(grad_rows.T, x.reshape(n_rows, x_shape[-1]))  # (out, in)
         if len(ctx.needs_input_grad) == 3 and ctx.needs_input_grad[2]:
             dbias = grad_rows.sum(axis=0)  # (out,)
         return (dx, dweight, dbias)[:len(ctx.needs_input_grad)]

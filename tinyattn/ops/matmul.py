@@ -11,7 +11,7 @@ import numpy as np
 from ..autograd import Context, Function
 from ..kernels.matmul import matmul as matmul_kernel
 from ..tensor import Tensor
-from .validate import DTypeError, ShapeError, broadcast_shapes, check_same_dtype, check_tensor
+from .validate import ShapeError, broadcast_shapes, check_same_dtype, check_tensor
 
 
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -54,12 +54,12 @@ class MatMul(Function):
             b2 = b[:, None] if b_vec else b
             da = product(grad, np.swapaxes(b2, -1, -2))
             if a_vec:
-                da = da.reshape(-1, da.shape[-1]).sum(axis=0)
+                da = da.reshape(-1 if da.size else 0, da.shape[-1]).sum(axis=0)
         if a is not None:
             a2 = a[None, :] if a_vec else a
             db = product(np.swapaxes(a2, -1, -2), grad)
             if b_vec:
-                db = db.reshape(-1, db.shape[-2], 1).sum(axis=0)[:, 0]
+                db = db.reshape(-1 if db.size else 0, db.shape[-2], 1).sum(axis=0)[:, 0]
         return da, db
 
     @staticmethod
@@ -99,8 +99,8 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         raise ShapeError(f"matmul: both operands need at least 1 dim, got {input.shape} "
                          f"and {other.shape}")
     check_same_dtype("matmul", input=input, other=other)
-    if input.dtype.kind == "b":
-        raise DTypeError("matmul: bool tensors are not supported")
+    if input.dtype.kind == "b" and input.ndim == other.ndim == 1:
+        raise DTypeError("matmul: the dot product of two bool vectors is not supported")
     inner_a = input.shape[-1]
     inner_b = other.shape[0] if other.ndim == 1 else other.shape[-2]
     if inner_a != inner_b:

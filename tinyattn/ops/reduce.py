@@ -102,14 +102,21 @@ class Var(Function):
 
 
 class Extremum(Function):
-    """``y = max_axes x`` (or min); ``dx = g / ties`` at every extremum, 0 elsewhere."""
+    """``y = max_axes x`` (or min); ``dx = g / ties`` at every extremum, 0 elsewhere.
+
+    A NaN is the extremum of its row (its value is NaN). ``max()``/``min()`` send the gradient
+    to the NaN positions; ``amax``/``amin`` compare values, find no tie for a NaN and give the
+    row a NaN gradient — both as PyTorch does.
+    """
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool,
-                largest: bool) -> np.ndarray:
+                largest: bool, nan_hits: bool) -> np.ndarray:
         reduce = np.max if largest else np.min
         y = np.asarray(reduce(x, axis=axes, keepdims=True))
-        hit = (x == y) | (np.isnan(x) & np.isnan(y))
+        hit = x == y
+        if nan_hits:
+            hit |= np.isnan(x) & np.isnan(y)
         ctx.save_for_backward(hit, hit.sum(axis=axes, keepdims=True), axes, keepdim)
         return y if keepdim else np.squeeze(y, axis=axes)
 
@@ -118,7 +125,9 @@ class Extremum(Function):
         hit, ties, axes, keepdim = ctx.saved
         if not keepdim:
             grad = np.expand_dims(grad, axes)
-        return (np.where(hit, grad / ties, np.zeros((), grad.dtype)),)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            shared = np.where(ties == 0, np.nan, grad / ties).astype(grad.dtype, copy=False)
+        return (np.where(hit | (ties == 0), shared, np.zeros((), grad.dtype)),)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
@@ -212,7 +221,8 @@ def _extremum(op: str, input: Tensor, dim: Dims, keepdim: bool, largest: bool) -
     check_tensor(op, "input", input)
     axes = normalize_dims(op, dim, input.ndim)
     _nonempty(op, input, axes)
-    return Extremum.apply(input, axes=axes, keepdim=bool(keepdim), largest=largest)
+    return Extremum.apply(input, axes=axes, keepdim=bool(keepdim), largest=largest,
+                          nan_hits=op in ("max", "min"))
 
 
 def amax(input: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
@@ -228,7 +238,7 @@ def amin(input: Tensor, dim: Dims = (), keepdim: bool = False) -> Tensor:
 def _arg_extremum(op: str, input: Tensor, dim: int | None, keepdim: bool,
                   largest: bool) -> np.ndarray:
     check_tensor(op, "input", input)
-    if input.dtype.kind == "b":
+    if input.dtype.kind == "b" and op.startswith("arg"):
         raise DTypeError(f"{op}: bool inputs are not supported")
     find = np.argmax if largest else np.argmin
     if dim is None:
@@ -288,8 +298,13 @@ def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
 
 def logsumexp(input: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
     """``log Σ_dim e^x`` computed without overflow (as ``max + log Σ e^(x − max)``)."""
+    from .operands import floating
     from .unary import exp, log
 
+    input = floating("logsumexp", input)
+    if input.numel() == 0 or any(input.shape[a] == 0 for a in
+                                 normalize_dims("logsumexp", dim, input.ndim)):
+        return log(sum(exp(input), dim, keepdim))  # an empty sum: log 0 = −inf
     shift = amax(input, dim, keepdim=True).detach()
     shift = Tensor(np.where(np.isfinite(shift.data), shift.data, 0).astype(shift.dtype))
     total = sum(exp(input - shift), dim, keepdim=True)

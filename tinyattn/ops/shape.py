@@ -153,7 +153,7 @@ def view(input: Tensor, *shape: Any) -> Tensor:
 
 def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     """``input`` with its axes in the order ``dims``."""
-    order = shape_arg("permute", dims)
+    order = shape_arg("permute", dims, required=True)
     if len(order) != input.ndim:
         raise ShapeError(f"permute: got {len(order)} dims {order} for a tensor of "
                            f"{input.ndim} dims {input.shape}")
@@ -184,8 +184,7 @@ def movedim(input: Tensor, source: int, destination: int) -> Tensor:
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """``input`` with a new axis of size 1 inserted at ``dim``."""
-    axis = normalize_dim("unsqueeze", dim, input.ndim, extra=1) if input.ndim else \
-        normalize_dim("unsqueeze", dim, 0)
+    axis = normalize_dim("unsqueeze", dim, input.ndim, extra=1)
     return Reshape.apply(input, shape=input.shape[:axis] + (1,) + input.shape[axis:])
 
 
@@ -228,7 +227,7 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 
 def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     """``input`` broadcast to ``sizes`` without copying; ``-1`` keeps a dim."""
-    target = shape_arg("expand", sizes)
+    target = shape_arg("expand", sizes, required=True)
     if len(target) < input.ndim:
         raise ShapeError(
             f"expand: the number of sizes {target} ({len(target)}) must be at least the "
@@ -259,7 +258,7 @@ def expand_as(input: Tensor, other: Tensor) -> Tensor:
 def repeat(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     """``input`` tiled ``sizes[d]`` times along each dim (new leading dims where ``sizes`` is
     longer), as ``torch.Tensor.repeat``."""
-    reps = shape_arg("repeat", sizes)
+    reps = shape_arg("repeat", sizes, required=True)
     if len(reps) < input.ndim:
         raise ShapeError(f"repeat: the number of repeat dims ({len(reps)}) can not be "
                            f"smaller than the number of tensor dims ({input.ndim})")
@@ -305,6 +304,8 @@ def split(input: Tensor, split_size_or_sections: int | Sequence[int],
     """Split along ``dim`` into pieces of a size (the last may be smaller) or of given sizes."""
     from .index import getitem
 
+    if input.ndim == 0:
+        raise ShapeError("split: expects at least a 1-dimensional tensor")
     axis = normalize_dim("split", dim, input.ndim)
     length = input.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
@@ -327,8 +328,12 @@ def split(input: Tensor, split_size_or_sections: int | Sequence[int],
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
     """Split into ``chunks`` pieces of size ``ceil(n / chunks)`` along ``dim``."""
     chunks = check_int("chunk", "chunks", chunks, 1)
+    if input.ndim == 0:
+        raise ShapeError("chunk: expects at least a 1-dimensional tensor")
     axis = normalize_dim("chunk", dim, input.ndim)
-    size = -(-input.shape[axis] // chunks) or 1
+    if input.shape[axis] == 0:  # an empty dim gives `chunks` empty pieces, as in PyTorch
+        return split(input, [0] * chunks, axis)
+    size = -(-input.shape[axis] // chunks)
     return split(input, size, axis)
 
 
@@ -346,6 +351,8 @@ def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
 
     axes = {normalize_dim("flip", d, input.ndim) for d in
             (dims if isinstance(dims, (tuple, list)) else (dims,))}
+    if input.ndim == 0:
+        return input
     key = tuple(Tensor(np.arange(n - 1, -1, -1)) if i in axes else slice(None)
                 for i, n in enumerate(input.shape))
     out = input

@@ -23,8 +23,7 @@ from ..kernels.softmax import (
     softmax_forward,
 )
 from ..tensor import Tensor
-from .operands import floating
-from .validate import normalize_dim
+from .validate import DTypeError, check_tensor, normalize_dim
 
 
 def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
@@ -81,9 +80,12 @@ class LogSoftmax(Function):
 def _checked(op: str, x: Tensor, dim: int | None, dtype: object) -> tuple[Tensor, int]:
     if dim is None:
         raise TypeError(f"{op}: dim must be given (softmax of which dim?)")
-    x = floating(op, x)
+    check_tensor(op, "input", x)
     if dtype is not None:
         x = x.to(dtype)
+    if x.dtype.kind != "f" and x.numel():
+        raise DTypeError(f"{op}: expected a floating point tensor, got dtype {x.dtype} (PyTorch "
+                         "has no integer softmax either; use .float() first)")
     return x, normalize_dim(op, dim, x.ndim) if x.ndim else 0
 
 
@@ -97,10 +99,10 @@ def softmax(input: Tensor, dim: int | None = None, dtype: object = None) -> Tens
     [[0.5, 0.5]]
     """
     x, axis = _checked("softmax", input, dim, dtype)
-    return Softmax.apply(x, dim=axis)
+    return Softmax.apply(x, dim=axis) if x.numel() else x
 
 
 def log_softmax(input: Tensor, dim: int | None = None, dtype: object = None) -> Tensor:
     """``log(softmax(x))`` along ``dim``, computed without overflow."""
     x, axis = _checked("log_softmax", input, dim, dtype)
-    return LogSoftmax.apply(x, dim=axis)
+    return LogSoftmax.apply(x, dim=axis) if x.numel() else x

@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Context, Function
+from ..dtypes import DEFAULT_FLOAT, result_type
 from ..kernels.special import erf as erf_kernel
 from ..tensor import Tensor
 from .operands import floating
@@ -149,7 +150,8 @@ class Sigmoid(Function):
 
 
 class Relu(Function):
-    """``y = max(x, 0)`` (NaN stays NaN); ``dx = g`` where ``y > 0``, else 0 (0 at the kink)."""
+    """``y = max(x, 0)`` (NaN stays NaN); ``dx = 0`` where ``y ≤ 0`` (0 at the kink), else ``g``
+    (a NaN input passes its gradient on, as in PyTorch)."""
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
@@ -160,18 +162,23 @@ class Relu(Function):
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         (y,) = ctx.saved
-        return (np.where(y > 0, grad, np.zeros((), grad.dtype)),)
+        return (np.where(y <= 0, np.zeros((), grad.dtype), grad),)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
         from .index import where
 
         (x,) = ctx.inputs
-        return (where(x > 0, grad, 0.0),)
+        return (where(x <= 0, 0.0, grad),)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    """−1, 0 or 1, and 0 for NaN (PyTorch's ``sign``)."""
+    return np.where(np.isnan(x), np.zeros((), x.dtype), np.sign(x))
 
 
 class Abs(Function):
-    """``y = |x|``; ``dx = g · sign(x)`` (0 at 0)."""
+    """``y = |x|``; ``dx = g · sign(x)`` (0 at 0 and at NaN, as PyTorch's ``sign``)."""
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
@@ -181,12 +188,12 @@ class Abs(Function):
     @staticmethod
     def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         (x,) = ctx.saved
-        return (grad * np.sign(x),)
+        return (grad * _sign(x),)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
         (x,) = ctx.inputs
-        return (grad * Tensor(np.sign(x.data)),)
+        return (grad * Tensor(_sign(x.data)),)
 
 
 class Sin(Function):
@@ -350,23 +357,28 @@ def abs(input: Tensor) -> Tensor:
 
 
 def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
-    """Elementwise ``min(max(x, min), max)``; at least one bound must be given."""
+    """Elementwise ``min(max(x, min), max)``; at least one bound must be given.
+
+    The bounds take part in the type promotion (a bool tensor clamped to 0..1 gives int64, an
+    integer tensor clamped to 0.5 gives float32), as in PyTorch.
+    """
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    if input.dtype.kind == "b":
-        raise DTypeError("clamp: boolean inputs are not supported")
     low, high = _bound("min", min), _bound("max", max)
-    if input.dtype.kind != "f" and any(b is not None and not b.is_integer() for b in (low, high)):
-        input = floating("clamp", input)
-    return Clamp.apply(input, low=low, high=high)
+    bounds = [b for b in (low, high) if b is not None]
+    dtype = result_type(input, *bounds)
+    if dtype.kind == "b":
+        dtype = np.dtype(np.int64) if all(float(b).is_integer() for b in bounds) else \
+            DEFAULT_FLOAT
+    return Clamp.apply(cast(input, dtype), low=low, high=high)
 
 
-def _bound(label: str, bound: object) -> float | None:
+def _bound(label: str, bound: object) -> int | float | None:
     if isinstance(bound, Tensor) and bound.numel() == 1:
         bound = bound.item()
     if bound is not None and not is_number(bound):
         raise TypeError(f"clamp: {label} must be a number or None, got {bound!r}")
-    return None if bound is None else float(bound)
+    return bound
 
 
 def cast(input: Tensor, dtype: object) -> Tensor:

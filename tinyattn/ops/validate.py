@@ -99,14 +99,14 @@ def check_choice(op: str, label: str, value: Any, choices: Sequence[Any]) -> Any
 
 
 def normalize_dim(op: str, dim: Any, ndim: int, extra: int = 0) -> int:
-    """Turn a possibly negative ``dim`` into an index in ``[0, max(ndim, 1) + extra)``.
+    """Turn a possibly negative ``dim`` into an index in ``[0, ndim + extra)``.
 
     A 0-d tensor accepts ``dim`` 0 and -1, as in PyTorch. ``extra=1`` is for ops such as
     ``unsqueeze``/``stack`` that insert a new axis.
     """
     if not is_int(dim):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    size = max(ndim, 1) + extra
+    size = ndim + extra if extra else max(ndim, 1)
     if not -size <= dim < size:
         raise IndexError(
             f"{op}: dim {dim} is out of range for a tensor of {ndim} dims "
@@ -142,8 +142,14 @@ def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
         ) from None
 
 
-def shape_arg(op: str, sizes: tuple) -> tuple[int, ...]:
-    """Sizes given as ``f(2, 3)``, ``f((2, 3))`` or ``f([2, 3])``, checked to be ints."""
+def shape_arg(op: str, sizes: tuple, required: bool = False) -> tuple[int, ...]:
+    """Sizes given as ``f(2, 3)``, ``f((2, 3))`` or ``f([2, 3])``, checked to be ints.
+
+    ``required``: calling ``f()`` with no sizes at all is a TypeError (as PyTorch's
+    ``permute``, ``expand`` and ``repeat``); ``f(())`` is allowed.
+    """
+    if required and not sizes:
+        raise TypeError(f"{op}: missing the required sizes/dims argument")
     if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
         sizes = tuple(sizes[0])
     if len(sizes) == 1 and hasattr(sizes[0], "tolist") and getattr(sizes[0], "ndim", 0) == 1:
