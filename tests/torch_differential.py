@@ -454,7 +454,7 @@ def run_program(c: Choices) -> Outcome:
     n_inputs = c.int(1, 3)
     base = _shape(c)
     inputs: list[tuple[np.ndarray, str]] = []
-    for i in range(n_inputs):
+    for _ in range(n_inputs):
         shape = base if c.coin(0.6) else (_shape(c) if c.coin() else base[c.int(0, len(base)):])
         shape = tuple(1 if c.coin(0.15) else n for n in shape)
         dtype = c.pick(list(DTYPES) + list(FLOATS) * 2)
@@ -476,8 +476,9 @@ def run_program(c: Choices) -> Outcome:
                 results.append(("error", err))
         (ours_kind, ours_value), (theirs_kind, theirs_value) = results
         if ours_kind != theirs_kind:
-            outcome.deviation = (f"{op.name}: tinyattn {'raised ' + repr(ours_value)[:160] if ours_kind == 'error' else 'computed'}, torch "
-                                 f"{'raised ' + repr(theirs_value)[:160] if theirs_kind == 'error' else 'computed'}")
+            said = [f"raised {value!r}"[:160] if kind == "error" else "computed"
+                    for kind, value in results]
+            outcome.deviation = f"{op.name}: tinyattn {said[0]}, torch {said[1]}"
             return outcome
         if ours_kind == "error":
             continue

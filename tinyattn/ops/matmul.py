@@ -11,7 +11,7 @@ import numpy as np
 from ..autograd import Context, Function
 from ..kernels.matmul import matmul as matmul_kernel
 from ..tensor import Tensor
-from .validate import ShapeError, broadcast_shapes, check_same_dtype, check_tensor
+from .validate import DTypeError, ShapeError, broadcast_shapes, check_same_dtype, check_tensor
 
 
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
