@@ -171,6 +171,8 @@ def run_backward(
     check = is_anomaly_enabled()
     previous_mode = is_grad_enabled()
     _set_grad_enabled(create_graph)
+    quiet = np.errstate(all="ignore")  # inf·0 and friends give NaN silently, as in PyTorch
+    quiet.__enter__()
     try:
         for node in order:
             if node.freed:
@@ -222,6 +224,7 @@ def run_backward(
                 if tensor.grad_fn is not None and id(tensor) in captured:
                     tensor._accumulate_grad(captured[id(tensor)])
     finally:
+        quiet.__exit__(None, None, None)
         _set_grad_enabled(previous_mode)
     return captured
 
