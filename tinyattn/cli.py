@@ -65,6 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "'Your journey starts with one step': each gradient by hand, by autograd "
                     "and by finite differences; then the composed vs the fused attention path.")
     walk.add_argument("--seed", type=int, default=123, help="seed of the weights (default 123)")
+    walk.add_argument("--second-order", action="store_true",
+                      help="also differentiate the gradient: the softmax Jacobian, saturation, "
+                           "the loss's curvature along W_q and W_v, a gradient penalty")
 
     check = commands.add_parser(
         "gradcheck", parents=[common], help="check every op and layer's gradient",
@@ -232,6 +235,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .walkthrough import TOLERANCE, run
 
         errors = run(seed=args.seed)
+        if args.second_order:
+            from . import curvature
+
+            print()
+            second = curvature.run(seed=args.seed)
+            if max(second.values()) >= curvature.TOLERANCE:
+                return 1
         return 0 if max(errors.values()) < TOLERANCE else 1
     if args.command == "gradcheck":
         from .checks import run
