@@ -41,6 +41,20 @@ def test_walkthrough_prints_the_derivation_and_passes(capsys):
     assert "dS = P * (dP - rowsum(dP * P))" in out and "all checks passed" in out
 
 
+def test_walkthrough_second_order_prints_the_curvature_sections(capsys):
+    assert main(["walkthrough", "--second-order"]) == 0
+    out = capsys.readouterr().out
+    assert "all checks passed" in out and "J = d softmax(s) / d s" in out
+    assert "top Hessian eigenvalue" in out and "||dloss/dW_q||^2" in out
+
+
+def test_gradcheck_order_two_checks_every_second_derivative(capsys):
+    assert main(["gradcheck", "--order", "2"]) == 0
+    out = capsys.readouterr().out
+    passed, total = map(int, out.split("second-derivative checks passed")[0].split()[-3::2])
+    assert passed == total >= 40 and "FAIL" not in out and "TransformerLM" in out
+
+
 def test_gradcheck_passes_every_op_and_layer(capsys):
     assert main(["gradcheck"]) == 0
     out = capsys.readouterr().out

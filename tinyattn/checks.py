@@ -8,6 +8,10 @@ along a few random directions ``u`` (all checked inputs moved at once), where
 
 A layer's parameters are checked too: the case passes them in as extra inputs, and the layer
 runs with those tensors in place of its own parameters.
+
+``tinyattn gradcheck --order 2`` checks second derivatives the same way: each case becomes its
+vector-Jacobian product ``(x, v) ↦ vᵀ ∂f/∂x`` (recorded with ``create_graph=True``), whose
+own gradient is checked (:func:`second_order`).
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import numpy as np
 
 from . import functional as F
 from . import nn, ops
-from .autograd import no_grad
+from .autograd import enable_grad, grad, no_grad
 from .creation import tensor
 from .gradcheck import central_difference, gradcheck
 from .models import TransformerLM, TransformerLMConfig
@@ -224,13 +228,43 @@ def directional_error(
     return worst
 
 
-def run(stream: TextIO | None = None, seed: int = 0) -> int:
+def second_order(case: Case, seed: int = 0) -> Case:
+    """The case's vector-Jacobian product as a case of its own: ``(x, v) ↦ vᵀ ∂f/∂x`` with a
+    random cotangent ``v`` (an input too), the gradients flattened into one output.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([1.0, 2.0], dtype=ta.float64, requires_grad=True)
+    >>> directional_error(second_order(Case("cube", lambda t: t ** 3, [x]))) < 1e-7
+    True
+    """
+    rng = np.random.default_rng(seed + 1)
+    checked = [i for i, t in enumerate(case.inputs) if isinstance(t, Tensor) and t.requires_grad]
+    shape = case.fn(*case.inputs).shape
+    cotangent = tensor(rng.standard_normal(shape), requires_grad=True)
+    count = len(case.inputs)
+
+    def vector_jacobian_product(*values: Any) -> Tensor:
+        xs, v = list(values[:count]), values[count]
+        with enable_grad():
+            found = grad(case.fn(*xs), [xs[i] for i in checked], v, create_graph=True,
+                         allow_unused=True)
+            return ops.cat([g.reshape(-1) for g in found if g is not None])
+
+    return Case(case.name, vector_jacobian_product, [*case.inputs, cotangent], case.shown)
+
+
+def run(stream: TextIO | None = None, seed: int = 0, order: int = 1) -> int:
     """Check every case, print a table (op, input shapes, max error, pass); return #failures.
 
-    Run it as ``tinyattn gradcheck`` (exit status 1 on any failure).
+    Run it as ``tinyattn gradcheck`` (``--order 2``: second derivatives; exit status 1 on any
+    failure).
     """
     out = sys.stdout if stream is None else stream
     found = cases(seed)
+    if order == 2:
+        found = [second_order(case, seed) for case in found]
     rows = []
     for case in found:
         error = directional_error(case)
@@ -241,5 +275,6 @@ def run(stream: TextIO | None = None, seed: int = 0) -> int:
     for row in [header, tuple("-" * w for w in widths), *rows]:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip(), file=out)
     failures = sum(row[3] != "ok" for row in rows)
-    print(f"\n{len(rows) - failures} of {len(rows)} gradient checks passed", file=out)
+    kind = "gradient" if order == 1 else "second-derivative"
+    print(f"\n{len(rows) - failures} of {len(rows)} {kind} checks passed", file=out)
     return failures

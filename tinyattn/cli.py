@@ -73,6 +73,9 @@ def build_parser() -> argparse.ArgumentParser:
         "gradcheck", parents=[common], help="check every op and layer's gradient",
         description="Gradient-check every op and layer in float64 against central finite "
                     "differences; exits with status 1 if any check fails.")
+    check.add_argument("--order", type=int, choices=(1, 2), default=1,
+                       help="1: gradients; 2: second derivatives (the gradient of each "
+                            "vector-Jacobian product)")
 
     defaults = TrainConfig()
     train = commands.add_parser(
@@ -246,7 +249,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "gradcheck":
         from .checks import run
 
-        return 1 if run() else 0
+        return 1 if run(order=args.order) else 0
     if args.command == "train":
         return _train(parser, args)
     return _sample(parser, args)
