@@ -9,10 +9,13 @@ from .linear import linear
 from .loss import cross_entropy, mse_loss, nll_loss
 from .normalization import layer_norm
 from .padding import pad
+from .positional import alibi_bias, alibi_slopes
+from .rms_norm import rms_norm
 from .sparse import embedding, one_hot
 
 __all__ = [
-    "AttentionPath", "choose_path", "cross_entropy", "dropout", "embedding", "gelu",
-    "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss", "one_hot", "pad", "relu",
-    "scaled_dot_product_attention", "sigmoid", "silu", "softmax", "tanh",
+    "AttentionPath", "alibi_bias", "alibi_slopes", "choose_path", "cross_entropy", "dropout",
+    "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss",
+    "one_hot", "pad", "relu", "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu",
+    "softmax", "tanh",
 ]

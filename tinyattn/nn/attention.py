@@ -29,14 +29,16 @@ from ..functional.attention import (
     scaled_dot_product_attention,
 )
 from ..ops import cat, stack
-from ..ops.attention import attention_composed, default_scale
+from ..ops.attention import attention_composed, band_mask, default_scale
 from ..ops.validate import check_choice, check_float, check_int, check_number
 from ..random import draw_seed
 from ..tensor import Tensor
 from .container import ModuleList
 from .hooks import HookPoint
+from .kv_cache import KVCache
 from .linear import Linear
 from .module import Module
+from .positional import ALiBi, RotaryEmbedding
 
 
 def _check_dropout(layer: str, dropout: float) -> float:
@@ -185,10 +187,23 @@ class MultiHeadAttention(Module):
     window_size : int, optional
         (+) Sliding-window attention: each query sees only the last ``window_size`` keys (with
         ``causal``).
+    rotary : RotaryEmbedding, optional
+        (+) Rotate queries and keys by their positions (RoPE) after the projections; its
+        ``head_dim`` must be ``D``.
+    alibi : bool
+        (+) Add the ALiBi bias ``−m_h · (i − j)`` to the scores (:class:`ALiBi`).
 
     Hook points (see :mod:`tinyattn.nn.hooks`): ``hook_q``, ``hook_k``, ``hook_v`` (each
-    ``(B, H, T, D)``), ``hook_attn_scores`` and ``hook_pattern`` (``(B, H, T, S)``, composed
-    path only: hooking them makes ``impl='auto'`` take it), ``hook_z`` (``(B, H, T, D)``).
+    ``(B, H, T, D)``, keys and values ``(B, Hkv, S, D)``), with ``rotary`` also ``hook_rot_q``
+    and ``hook_rot_k`` (after the rotation; with a cache, ``hook_rot_k`` sees every cached key),
+    ``hook_attn_scores`` and ``hook_pattern`` (``(B, H, T, S)``, composed path only: hooking
+    them makes ``impl='auto'`` take it), ``hook_z`` (``(B, H, T, D)``).
+
+    Decoding with a cache: ``forward(x, kv_cache=cache)`` appends this step's keys and values
+    to the :class:`KVCache` and attends over all of them; the queries are the last ``T`` of the
+    ``S`` positions (causal and window masks aligned bottom-right, rotary positions
+    ``S − T … S − 1`` for the queries and ``0 … S − 1`` for the keys, which the cache keeps
+    unrotated).
 
     Examples
     --------
@@ -202,7 +217,8 @@ class MultiHeadAttention(Module):
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  causal: bool = False, impl: str = "auto", num_kv_heads: int | None = None,
-                 window_size: int | None = None):
+                 window_size: int | None = None, rotary: RotaryEmbedding | None = None,
+                 alibi: bool = False):
         super().__init__()
         name = "MultiHeadAttention"
         self.embed_dim = check_int(name, "embed_dim", embed_dim, 1)
@@ -228,6 +244,13 @@ class MultiHeadAttention(Module):
         self.v_proj = Linear(embed_dim, kv_width, bias=bias)
         self.out_proj = Linear(embed_dim, embed_dim, bias=bias)
         self.hook_q, self.hook_k, self.hook_v = HookPoint(), HookPoint(), HookPoint()
+        self.rotary = rotary
+        if rotary is not None:
+            if not isinstance(rotary, RotaryEmbedding) or rotary.head_dim != self.d_head:
+                raise ValueError(f"{name}: rotary must be a RotaryEmbedding with head_dim "
+                                 f"{self.d_head} (embed_dim // num_heads), got {rotary!r}")
+            self.hook_rot_q, self.hook_rot_k = HookPoint(), HookPoint()
+        self.alibi = ALiBi(self.num_heads) if alibi else None
         self.hook_attn_scores, self.hook_pattern = HookPoint(), HookPoint()
         self.hook_z = HookPoint()
 
@@ -241,6 +264,8 @@ class MultiHeadAttention(Module):
         need_weights: bool = False,
         average_attn_weights: bool = True,
         is_causal: bool = False,
+        *,
+        kv_cache: KVCache | None = None,
     ) -> Tensor | tuple[Tensor, Tensor]:
         """Attend from ``query (B, T, C)`` to ``key (B, S, C)`` / ``value (B, S, C)``.
 
@@ -250,8 +275,15 @@ class MultiHeadAttention(Module):
         ``(T, S)`` or ``(H, T, S)``). ``is_causal`` (or ``causal=True`` at construction) adds a
         causal mask. Returns the output ``(B, T, C)``, and with ``need_weights`` the weights
         ``(B, T, S)`` averaged over heads or ``(B, H, T, S)``.
+
+        (+) ``kv_cache``: a :class:`KVCache` for incremental self-attention (no ``key``,
+        ``value`` or masks besides causality); ``S`` is then the cached length plus ``T``.
         """
         name = "MultiHeadAttention"
+        if kv_cache is not None and (key is not None or value is not None or
+                                     key_padding_mask is not None or attn_mask is not None):
+            raise ValueError(f"{name}: kv_cache serves self-attention only: pass no key, value, "
+                             "key_padding_mask or attn_mask with it")
         key = query if key is None else key
         value = key if value is None else value
         for label, x in (("query", query), ("key", key), ("value", value)):
@@ -274,9 +306,23 @@ class MultiHeadAttention(Module):
         q = self.hook_q(self.q_proj(query).view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         k = self.hook_k(self.k_proj(key).view(B, S, Hkv, D).transpose(1, 2))  # (B, Hkv, S, D)
         v = self.hook_v(self.v_proj(value).view(B, S, Hkv, D).transpose(1, 2))  # (B, Hkv, S, D)
+        past = 0
+        if kv_cache is not None:
+            past = kv_cache.length
+            k, v = kv_cache.update(k, v)  # (B, Hkv, past + T, D)
+            S = past + T
+        if self.rotary is not None:
+            q = self.hook_rot_q(self.rotary.rotate(q, S - T if past else 0))  # (B, H, T, D)
+            k = self.hook_rot_k(self.rotary.rotate(k, 0))  # (B, Hkv, S, D)
+        window = self.window_size
+        if window is not None and window >= max(T, S):
+            window = None  # every key is within the window anyway
+        if past or self.alibi is not None:
+            mask = self._positional_mask(mask, causal, window, past, T, S, query.dtype)
+            causal, window = False, None
         dropout_p = self.dropout if self.training else 0.0
         z, weights = _attend(q, k, v, self.attention_path, mask, dropout_p, causal,
-                             self.window_size, self.hook_attn_scores, self.hook_pattern)
+                             window, self.hook_attn_scores, self.hook_pattern)
         z = self.hook_z(z)  # (B, H, T, D)
         output = self.out_proj(z.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
         if need_weights and average_attn_weights:
@@ -316,6 +362,30 @@ class MultiHeadAttention(Module):
         for m in additive[1:]:
             merged = merged + m
         return merged, False
+
+    def _positional_mask(self, mask: Tensor | None, causal: bool, window: int | None,
+                         past: int, T: int, S: int, dtype: np.dtype) -> Tensor | None:
+        """``mask`` with the causal/window band and the ALiBi bias folded in, for queries that
+        are positions ``past … past + T − 1`` of ``S`` keys."""
+        allowed = band_mask(S, S, causal, window) if past else band_mask(T, S, causal, window)
+        if allowed is not None and past:
+            allowed = allowed[S - T:]  # (T, S): bottom-right aligned
+        if self.alibi is None:
+            if allowed is None:
+                return mask
+            if mask is None:
+                return Tensor(allowed)
+            if mask.dtype == np.bool_:
+                return Tensor(mask.data & allowed)
+            return mask + Tensor(np.where(allowed, 0.0, -np.inf).astype(dtype))
+        bias = self.alibi(T, S, dtype).data  # (H, T, S)
+        if allowed is not None:
+            bias = np.where(allowed, bias, -np.inf).astype(dtype)
+        if mask is None:
+            return Tensor(bias)
+        if mask.dtype == np.bool_:
+            return Tensor(np.where(mask.data, bias, -np.inf).astype(dtype))
+        return mask + Tensor(bias)
 
     def _mask_tensor(self, label: str, mask: Any, dtype: np.dtype,
                      *shapes: tuple[int, ...]) -> Tensor:
@@ -366,6 +436,11 @@ class MultiHeadAttention(Module):
 
         ``causal=True`` has no torch attribute: pass the mask to the torch module's forward.
         """
+        if (self.num_kv_heads != self.num_heads or self.window_size is not None
+                or self.rotary is not None or self.alibi is not None):
+            raise ValueError("MultiHeadAttention.to_torch: torch.nn.MultiheadAttention has no "
+                             "grouped key/value heads, sliding window, rotary embedding or ALiBi; "
+                             "tinyattn.interop.to_torch converts whole models with them")
         try:
             import torch
         except ImportError:
@@ -393,4 +468,6 @@ class MultiHeadAttention(Module):
             text += f", num_kv_heads={self.num_kv_heads}"
         if self.window_size is not None:
             text += f", window_size={self.window_size}"
+        if self.alibi is not None:
+            text += ", alibi=True"
         return text
