@@ -89,9 +89,6 @@ def _check_config(config: TransformerLMConfig) -> None:
     check_choice(name, "config.norm", config.norm, NORMS)
     check_choice(name, "config.mlp", config.mlp, MLPS)
     check_choice(name, "config.gelu_approximate", config.gelu_approximate, GELU_APPROXIMATIONS)
-    if config.embed_dim % config.num_heads:
-        raise ValueError(f"{name}: config.embed_dim {config.embed_dim} must be divisible by "
-                         f"config.num_heads {config.num_heads}")
     kv = config.num_kv_heads
     if kv is not None and (not is_int(kv) or kv < 1 or config.num_heads % kv):
         raise ValueError(f"{name}: config.num_kv_heads must be None or a positive divisor of "
@@ -100,8 +97,8 @@ def _check_config(config: TransformerLMConfig) -> None:
     if window is not None and (not is_int(window) or window < 1):
         raise ValueError(f"{name}: config.window_size must be None or an int >= 1, got "
                          f"{window!r}")
-    head_dim = config.embed_dim // config.num_heads
-    if config.positional == "rope" and head_dim % 2:
+    head_dim, split = divmod(config.embed_dim, config.num_heads)
+    if config.positional == "rope" and head_dim % 2 and not split:
         raise ValueError(f"{name}: positional='rope' rotates feature pairs and needs an even "
                          f"head size embed_dim / num_heads, got {head_dim}")
 
@@ -278,6 +275,20 @@ class TransformerLM(HookedModule):
         return DecodingCache([
             KVCache(self.config.context_length) if learned_full else
             KVCache(self.span - 1, sliding=True) for _ in self.blocks])
+
+    def to_torch(self) -> Any:
+        """This model as a plain ``torch.nn.Module`` (see :func:`tinyattn.interop.to_torch`)."""
+        from .interop import to_torch
+
+        return to_torch(self)
+
+    @classmethod
+    def from_torch(cls, module: Any) -> TransformerLM:
+        """The model of a module made by :meth:`to_torch` (see
+        :func:`tinyattn.interop.from_torch`)."""
+        from .interop import from_torch
+
+        return from_torch(module)
 
     @no_grad()
     def next_token_logits(self, tokens: Tensor | np.ndarray,
