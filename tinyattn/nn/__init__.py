@@ -1,5 +1,7 @@
 """Layers built only from tinyattn ops: ``Module`` and friends, with PyTorch's names and layouts."""
 
+import sys
+
 from .. import functional
 from . import init, utils
 from .activation import GELU, ReLU
@@ -18,3 +20,6 @@ __all__ = [
     "ReLU", "SelfAttention", "Sequential", "TransformerBlock", "functional", "init", "load",
     "utils",
 ]
+
+# ``import tinyattn.nn.functional as F`` (PyTorch's path) finds the one functional package
+sys.modules[__name__ + ".functional"] = functional
