@@ -9,6 +9,7 @@ from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .linear import Linear
 from .module import IncompatibleKeys, Module, Parameter
+from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm
 from .sparse import Embedding
 from .transformer import TransformerBlock
@@ -16,7 +17,7 @@ from .transformer import TransformerBlock
 __all__ = [
     "GELU", "Dropout", "Embedding", "Identity", "IncompatibleKeys", "LayerNorm", "Linear",
     "LogSoftmax", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention",
-    "MultiHeadAttentionWrapper", "Parameter", "ReLU", "SelfAttention",
+    "MultiHeadAttentionWrapper", "MultiheadAttention", "Parameter", "ReLU", "SelfAttention",
     "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "functional", "init",
     "load", "utils",
 ]
