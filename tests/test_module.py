@@ -1,6 +1,7 @@
 """Module infrastructure: registries of parameters, buffers and submodules, traversal, hooks,
 modes, dtype conversion, state dicts that share memory, checkpoints, and bad names."""
 
+import copy
 import os
 import warnings
 from collections import OrderedDict
@@ -169,6 +170,18 @@ def test_requires_grad_freezes_and_unfreezes_every_parameter():
     assert not out.requires_grad
     net.requires_grad_()
     assert all(p.requires_grad for p in net.parameters())
+
+
+def test_deepcopy_gives_an_independent_module_with_its_ties_kept():
+    net = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5, bias=False))
+    net[0].weight = net[1].weight
+    net.register_buffer("mask", ta.ones(2))
+    twin = copy.deepcopy(net)
+    assert twin[0].weight is twin[1].weight and twin[0].weight is not net[0].weight
+    np.testing.assert_array_equal(twin[1].weight.numpy(), net[1].weight.numpy())
+    assert list(twin.state_dict()) == list(net.state_dict())
+    twin[1].weight.numpy()[...] = 0.0
+    assert net[1].weight.numpy().any()
 
 
 def test_parameter_shares_memory_with_its_tensor():

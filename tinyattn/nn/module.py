@@ -616,6 +616,15 @@ class Module:
         -------
         IncompatibleKeys
             ``(missing_keys, unexpected_keys)``, as in PyTorch.
+
+        Examples
+        --------
+        >>> import tinyattn as ta
+        >>> layer = ta.nn.Linear(2, 1)
+        >>> layer.load_state_dict({"weight": [[1.0, 2.0]], "bias": [0.5]})
+        <All keys matched successfully>
+        >>> layer(ta.ones(1, 2)).tolist()
+        [[3.5]]
         """
         owner = f"load_state_dict into {type(self).__name__}"
         if not isinstance(state_dict, Mapping):
