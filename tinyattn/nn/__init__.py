@@ -4,21 +4,24 @@ import sys
 
 from .. import functional
 from . import init, utils
-from .activation import GELU, ReLU
+from .activation import GELU, Identity, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiHeadAttention, MultiHeadAttentionWrapper, SelfAttention
+from .checkpoint import load
 from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .linear import Linear
-from .module import IncompatibleKeys, Module, Parameter, load
+from .module import IncompatibleKeys, Module, Parameter
+from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm
 from .sparse import Embedding
 from .transformer import TransformerBlock
 
 __all__ = [
-    "GELU", "Dropout", "Embedding", "IncompatibleKeys", "LayerNorm", "Linear", "Module",
-    "ModuleDict", "ModuleList", "MultiHeadAttention", "MultiHeadAttentionWrapper", "Parameter",
-    "ReLU", "SelfAttention", "Sequential", "TransformerBlock", "functional", "init", "load",
-    "utils",
+    "GELU", "Dropout", "Embedding", "Identity", "IncompatibleKeys", "LayerNorm", "Linear",
+    "LogSoftmax", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention",
+    "MultiHeadAttentionWrapper", "MultiheadAttention", "Parameter", "ReLU", "SelfAttention",
+    "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "functional", "init",
+    "load", "utils",
 ]
 
 # ``import tinyattn.nn.functional as F`` (PyTorch's path) finds the one functional package
