@@ -5,9 +5,9 @@ names, state dicts, traversal orders, hooks, outputs, gradients and training ste
 The classes follow the textbook attention chapter (SelfAttention_v1, CausalAttention with a
 registered mask buffer, MultiHeadAttentionWrapper, MultiHeadAttention) and nanoGPT's model.py
 (ModuleDict of a ModuleList, tied embedding, ``self.apply(self._init_weights)``, scaled
-residual init, AdamW with decay/no-decay parameter groups). Where tinyattn lacks a Tensor
-feature the code uses an equivalent both libraries have; each such spot is marked ``# book:``
-or ``# nanoGPT:`` with the original.
+residual init, AdamW with decay/no-decay parameter groups), written as those sources write
+them (in-place ``masked_fill_`` on a registered mask, ``arange(..., dtype=torch.long,
+device=idx.device)``, ``p.dim()``).
 """
 
 from __future__ import annotations
@@ -56,9 +56,7 @@ def textbook(torch):
             b, num_tokens, d_in = x.shape
             keys, queries, values = self.W_key(x), self.W_query(x), self.W_value(x)
             attn_scores = queries @ keys.transpose(1, 2)
-            # book: attn_scores.masked_fill_(self.mask.bool()[:n, :n], -torch.inf)
-            attn_scores = attn_scores.masked_fill(
-                self.mask[:num_tokens, :num_tokens] != 0, float("-inf"))
+            attn_scores.masked_fill_(self.mask.bool()[:num_tokens, :num_tokens], -torch.inf)
             attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
             attn_weights = self.dropout(attn_weights)
             return attn_weights @ values
@@ -94,8 +92,8 @@ def textbook(torch):
             values = self.W_value(x).view(b, num_tokens, self.num_heads, self.head_dim)
             keys, queries, values = (t.transpose(1, 2) for t in (keys, queries, values))
             attn_scores = queries @ keys.transpose(2, 3)
-            mask_bool = self.mask[:num_tokens, :num_tokens] != 0  # book: self.mask.bool()[...]
-            attn_scores = attn_scores.masked_fill(mask_bool, float("-inf"))  # book: masked_fill_
+            mask_bool = self.mask.bool()[:num_tokens, :num_tokens]
+            attn_scores.masked_fill_(mask_bool, -torch.inf)
             attn_weights = torch.softmax(attn_scores / keys.shape[-1] ** 0.5, dim=-1)
             attn_weights = self.dropout(attn_weights)
             context_vec = (attn_weights @ values).transpose(1, 2)
@@ -208,7 +206,7 @@ def nanogpt(torch):
 
         def forward(self, idx, targets):
             b, t = idx.size()
-            pos = torch.arange(0, t)  # nanoGPT: dtype=torch.long, device=device
+            pos = torch.arange(0, t, dtype=torch.long, device=idx.device)
             tok_emb = self.transformer.wte(idx)
             pos_emb = self.transformer.wpe(pos)
             x = self.transformer.drop(tok_emb + pos_emb)
@@ -222,8 +220,8 @@ def nanogpt(torch):
         def configure_optimizers(self, weight_decay, learning_rate, betas):
             param_dict = {pn: p for pn, p in self.named_parameters()}
             param_dict = {pn: p for pn, p in param_dict.items() if p.requires_grad}
-            decay_params = [p for n, p in param_dict.items() if p.ndim >= 2]  # nanoGPT: p.dim()
-            nodecay_params = [p for n, p in param_dict.items() if p.ndim < 2]
+            decay_params = [p for n, p in param_dict.items() if p.dim() >= 2]
+            nodecay_params = [p for n, p in param_dict.items() if p.dim() < 2]
             optim_groups = [{"params": decay_params, "weight_decay": weight_decay},
                             {"params": nodecay_params, "weight_decay": 0.0}]
             fused_available = "fused" in inspect.signature(torch.optim.AdamW).parameters
