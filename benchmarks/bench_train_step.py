@@ -98,7 +98,7 @@ def torch_setup(tinyattn_model, dropout: float = DROPOUT, seed: int = 0):
             return self.head(self.ln_f(x))
 
     model = GPT()
-    ours = {k: torch.tensor(v) for k, v in tinyattn_model.state_dict().items()}
+    ours = {k: torch.tensor(v.numpy()) for k, v in tinyattn_model.state_dict().items()}
     with torch.no_grad():
         model.tok.weight.copy_(ours["token_embedding.weight"])
         model.pos.weight.copy_(ours["position_embedding.weight"])

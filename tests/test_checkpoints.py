@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import tinyattn as ta
-from tinyattn.nn import module as module_file
+from tinyattn.nn import checkpoint as checkpoint_file
 
 CONFIG = ta.models.TransformerLMConfig(vocab_size=13, context_length=8, embed_dim=16,
                                        num_heads=2, num_layers=1, dropout=0.1)
@@ -67,9 +67,9 @@ def test_an_interrupted_save_keeps_the_previous_checkpoint_and_leaves_no_temp_fi
     def fail(*args, **kwargs):
         raise KeyboardInterrupt("interrupted mid-save")
 
-    target = {"savez": (module_file.np, "savez", write_half_then_fail),
-              "fsync": (module_file.os, "fsync", fail),
-              "replace": (module_file.os, "replace", fail)}[failing]
+    target = {"savez": (checkpoint_file.np, "savez", write_half_then_fail),
+              "fsync": (checkpoint_file.os, "fsync", fail),
+              "replace": (checkpoint_file.os, "replace", fail)}[failing]
     monkeypatch.setattr(*target)
     with pytest.raises(KeyboardInterrupt, match="interrupted mid-save"):
         _model(1).save(path)
@@ -146,7 +146,7 @@ def test_a_corrupted_byte_in_the_archive_is_an_error_not_garbage(tmp_path):
 def test_a_failed_load_state_dict_changes_no_parameter(problem):
     model = _model(0)
     before = _snapshot(model)
-    state = {name: array + 1 for name, array in _model(1).state_dict().items()}
+    state = {name: tensor.numpy() + 1 for name, tensor in _model(1).state_dict().items()}
     last = list(state)[-1]
     if problem == "missing":
         del state[last]

@@ -42,7 +42,7 @@ def _assert_identical(first, second) -> None:
     assert losses_a == losses_b  # exact float equality, step by step
     assert params_a.keys() == params_b.keys()
     for name in params_a:
-        assert params_a[name].tobytes() == params_b[name].tobytes(), name
+        assert params_a[name].numpy().tobytes() == params_b[name].numpy().tobytes(), name
 
 
 @pytest.fixture(scope="module")

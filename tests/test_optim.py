@@ -520,3 +520,183 @@ def test_clip_grad_norm_nonfinite_and_bad_arguments():
         ta.nn.utils.clip_grad_norm_([p], 1.0, norm_type=0)
     with pytest.raises(TypeError, match=r"parameters\[0\] must be a Tensor"):
         ta.nn.utils.clip_grad_norm_([np.zeros(2)], 1.0)
+
+
+# ---- AMSGrad, maximize, grad mode -----------------------------------------------------------
+def reference_amsgrad(p, grads, lr, beta1, beta2, eps, weight_decay, decoupled):
+    """AMSGrad as in PyTorch's docs: Adam with the running maximum of v̂ in the denominator."""
+    p, m, v, v_max = p.copy(), np.zeros_like(p), np.zeros_like(p), np.zeros_like(p)
+    for t, g in enumerate(grads, start=1):
+        if decoupled:
+            p = p - lr * weight_decay * p
+        else:
+            g = g + weight_decay * p
+        m = beta1 * m + (1 - beta1) * g
+        v = beta2 * v + (1 - beta2) * g**2
+        v_max = np.maximum(v_max, v)
+        p = p - lr / (1 - beta1**t) * m / (np.sqrt(v_max / (1 - beta2**t)) + eps)
+    return p
+
+
+@pytest.mark.parametrize("cls, weight_decay", [(Adam, 0.0), (Adam, 0.1), (AdamW, 0.1)])
+def test_amsgrad_matches_reference_formula(cls, weight_decay):
+    params = make_params(50)
+    start = [p.data.copy() for p in params]
+    grads = gradient_sequence(params, 6, seed=51)
+    for step in grads[3:]:  # small late gradients: v falls below its running maximum
+        for g in step:
+            g *= 0.01
+    opt = cls(params, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=weight_decay,
+              amsgrad=True)
+    run(opt, params, grads)
+    for k, param in enumerate(params):
+        expected = reference_amsgrad(start[k], [step[k] for step in grads], 0.01, 0.8, 0.95,
+                                     1e-6, weight_decay, decoupled=cls is AdamW)
+        np.testing.assert_allclose(param.data, expected, rtol=1e-12, atol=1e-14)
+        without = reference_adam(start[k], [step[k] for step in grads], 0.01, 0.8, 0.95, 1e-6,
+                                 weight_decay, decoupled=cls is AdamW)
+        assert not np.allclose(expected, without, rtol=1e-6)  # the maximum mattered
+    assert sorted(opt.state[params[0]]) == ["exp_avg", "exp_avg_sq", "max_exp_avg_sq", "step"]
+
+
+@pytest.mark.parametrize("cls, options", [(SGD, dict(lr=0.1, momentum=0.9)),
+                                          (Adam, dict(lr=0.1)), (AdamW, dict(lr=0.1))])
+def test_maximize_is_descent_on_the_negated_gradient(cls, options):
+    up, down = make_params(52), make_params(52)
+    grads = gradient_sequence(up, 3, seed=53)
+    run(cls(up, maximize=True, **options), up, grads)
+    run(cls(down, **options), down, [[-g for g in step] for step in grads])
+    for a, b in zip(up, down):
+        np.testing.assert_array_equal(a.data, b.data)
+
+
+def test_step_runs_outside_the_graph_and_the_closure_inside_it():
+    p = ta.nn.Parameter(np.array([1.0, 2.0]))
+    seen = []
+
+    class Recording(SGD):
+        def _update(self, group, params, grads):
+            seen.append(("update", ta.is_grad_enabled()))
+            super()._update(group, params, grads)
+
+    opt = Recording([p], lr=0.1)
+
+    def closure():
+        seen.append(("closure", ta.is_grad_enabled()))
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    assert seen == [("closure", True), ("update", False)]
+    assert ta.is_grad_enabled()
+
+
+def test_an_old_state_dict_without_the_newer_options_loads_with_the_defaults():
+    params = make_params(54)
+    opt = Adam(params, lr=0.02)
+    run(opt, params, gradient_sequence(params, 2, seed=55))
+    saved = opt.state_dict()
+    for group in saved["param_groups"]:
+        for key in ("amsgrad", "maximize", "foreach", "fused", "decoupled_weight_decay"):
+            del group[key]
+    other = Adam(make_params(54), lr=0.5)
+    other.load_state_dict(saved)
+    assert other.param_groups[0]["lr"] == 0.02 and other.param_groups[0]["amsgrad"] is False
+
+
+def test_amsgrad_state_round_trips_and_is_required_on_load():
+    params = make_params(56)
+    opt = AdamW(params, amsgrad=True)
+    run(opt, params, gradient_sequence(params, 2, seed=57))
+    saved = opt.state_dict()
+    other = AdamW(make_params(56), amsgrad=True)
+    other.load_state_dict(saved)
+    np.testing.assert_array_equal(other.state_dict()["state"][0]["max_exp_avg_sq"],
+                                  saved["state"][0]["max_exp_avg_sq"])
+    del saved["state"][0]["max_exp_avg_sq"]
+    with pytest.raises(ValueError, match=r"state\[0\]: expected entries \['exp_avg', "
+                                         r"'exp_avg_sq', 'max_exp_avg_sq', 'step'\]"):
+        other.load_state_dict(saved)
+
+
+# ---- PyTorch's schedulers, closed forms -----------------------------------------------------
+def lrs_of(scheduler, steps):
+    lrs = []
+    for _ in range(steps):
+        lrs.append(scheduler.get_last_lr()[0])
+        scheduler.step()
+    return lrs
+
+
+def test_step_lr_is_gamma_to_the_number_of_finished_periods():
+    opt = SGD(make_params(60), lr=0.8)
+    lrs = lrs_of(ta.optim.StepLR(opt, step_size=3, gamma=0.5), 10)
+    assert lrs == pytest.approx([0.8 * 0.5 ** (s // 3) for s in range(10)], rel=1e-15)
+
+
+def test_linear_lr_interpolates_the_factor_then_holds():
+    opt = SGD(make_params(61), lr=2.0)
+    lrs = lrs_of(ta.optim.LinearLR(opt, start_factor=0.2, end_factor=0.8, total_iters=4), 8)
+    factors = [0.2 + 0.6 * min(s, 4) / 4 for s in range(8)]
+    assert lrs == pytest.approx([2.0 * f for f in factors], rel=1e-13)
+
+
+def test_cosine_annealing_follows_the_closed_form_within_t_max():
+    opt = SGD(make_params(62), lr=0.3)
+    lrs = lrs_of(ta.optim.CosineAnnealingLR(opt, T_max=10, eta_min=0.01), 11)
+    closed = [0.01 + 0.29 * (1 + math.cos(math.pi * s / 10)) / 2 for s in range(11)]
+    assert lrs == pytest.approx(closed, rel=1e-12)
+
+
+def test_recursive_schedules_resume_from_their_state_dict():
+    for make in (lambda o: ta.optim.StepLR(o, 2), lambda o: ta.optim.LinearLR(o),
+                 lambda o: ta.optim.CosineAnnealingLR(o, 6)):
+        opt = SGD(make_params(63), lr=0.4)
+        scheduler = make(opt)
+        for _ in range(3):
+            scheduler.step()
+        saved_opt, saved = opt.state_dict(), scheduler.state_dict()
+        expected = lrs_of(scheduler, 5)
+        other_opt = SGD(make_params(63), lr=0.4)
+        other = make(other_opt)
+        other_opt.load_state_dict(saved_opt)
+        other.load_state_dict(saved)
+        assert lrs_of(other, 5) == expected
+
+
+@pytest.mark.parametrize("make, error, message", [
+    (lambda o: ta.optim.StepLR(o, step_size=0), ValueError, "StepLR: step_size must be >= 1"),
+    (lambda o: ta.optim.StepLR(o, step_size=2.5), TypeError, "step_size must be an int"),
+    (lambda o: ta.optim.StepLR(o, 2, gamma=-0.1), ValueError, "StepLR: gamma must be a finite"),
+    (lambda o: ta.optim.LinearLR(o, start_factor=0.0), ValueError,
+     r"LinearLR: start_factor must be in \(0, 1\], got 0.0"),
+    (lambda o: ta.optim.LinearLR(o, end_factor=1.5), ValueError,
+     r"end_factor must be in \[0, 1\], got 1.5"),
+    (lambda o: ta.optim.LinearLR(o, total_iters=0), ValueError, "total_iters must be >= 1"),
+    (lambda o: ta.optim.CosineAnnealingLR(o, T_max=0), ValueError, "T_max must be >= 1"),
+    (lambda o: ta.optim.CosineAnnealingLR(o, 5, eta_min=-1.0), ValueError, "eta_min must be"),
+    (lambda o: ta.optim.StepLR([1.0], 2), TypeError, "StepLR: expected an Optimizer, got list"),
+])
+def test_bad_scheduler_arguments_are_rejected(make, error, message):
+    opt = SGD(make_params(64), lr=0.1)
+    with pytest.raises(error, match=message):
+        make(opt)
+    assert opt.param_groups[0]["lr"] == 0.1
+
+
+# ---- clip_grad_value_ -------------------------------------------------------------------------
+def test_clip_grad_value_clamps_in_place_and_checks_its_arguments():
+    a, b = make_params(65, shapes=((4,), (2,)))
+    a.grad = ta.tensor(np.array([-3.0, -0.5, 0.25, 9.0]))
+    array = a.grad.data
+    ta.nn.utils.clip_grad_value_([a, b], 1.0)
+    assert a.grad.data is array
+    np.testing.assert_array_equal(array, [-1.0, -0.5, 0.25, 1.0])
+    with pytest.raises(ValueError, match="clip_grad_value_: clip_value must be >= 0, got -1.0"):
+        ta.nn.utils.clip_grad_value_([a], -1.0)
+    with pytest.raises(TypeError, match="clip_grad_value_: clip_value must be a real number"):
+        ta.nn.utils.clip_grad_value_([a], "1")
+    with pytest.raises(TypeError, match=r"clip_grad_value_: parameters\[0\] must be a Tensor"):
+        ta.nn.utils.clip_grad_value_([np.zeros(2)], 1.0)

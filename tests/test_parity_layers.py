@@ -195,3 +195,44 @@ def test_init_distributions_match_torch(name, kwargs):
     assert abs(ours.std() - theirs.std()) < 0.03 * theirs.std()  # 14400 samples each
     if "uniform" in name:
         assert abs(np.abs(ours).max() - np.abs(theirs).max()) < 0.01 * np.abs(theirs).max()
+
+
+@pytest.mark.parametrize("shape", [(3, 4), (5, 3, 2), (2, 3, 4, 5), (7, 1), (0, 3)])
+def test_fan_in_and_fan_out_match_torch(shape):
+    ours = nn.init._calculate_fan_in_and_fan_out(ta.zeros(*shape))
+    assert ours == torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(shape))
+    with pytest.raises(ValueError, match="at least 2 dims"):
+        nn.init._calculate_fan_in_and_fan_out(ta.zeros(4))
+    with pytest.raises(ValueError):
+        torch.nn.init._calculate_fan_in_and_fan_out(torch.empty(4))
+
+
+@pytest.mark.parametrize("mean, std, a, b", [
+    (0.0, 1.0, -2.0, 2.0), (0.0, 0.02, -0.04, 0.04), (0.5, 1.0, 1.0, 1.5), (0.0, 0.02, -2, 2),
+])
+def test_trunc_normal_matches_torchs_distribution(mean, std, a, b):
+    torch.manual_seed(0)
+    ta.manual_seed(0)
+    shape = (400, 500)
+    theirs = torch.nn.init.trunc_normal_(torch.empty(shape, dtype=torch.float64), mean, std, a,
+                                         b).numpy()
+    ours = nn.init.trunc_normal_(ta.zeros(*shape, dtype="float64"), mean, std, a, b).numpy()
+    assert ours.min() >= a and ours.max() <= b and theirs.min() >= a and theirs.max() <= b
+    spread = theirs.std()
+    standard_error = spread / math.sqrt(ours.size)
+    assert abs(ours.mean() - theirs.mean()) < 7 * standard_error  # two samples: √2 · 5σ
+    assert abs(ours.std() - spread) < 7 * standard_error
+
+
+@pytest.mark.parametrize("name, kwargs", [
+    ("Identity", {}), ("ReLU", {}), ("Tanh", {}), ("Sigmoid", {}), ("SiLU", {}),
+    ("Softmax", {"dim": 1}), ("LogSoftmax", {"dim": -1}), ("GELU", {"approximate": "tanh"}),
+])
+def test_activation_modules_match_torch(name, kwargs):
+    x, tx = pair(np.random.default_rng(5).normal(size=(3, 4, 5)) * 3)
+    y = getattr(nn, name)(**kwargs)(x)
+    ty = getattr(torch.nn, name)(**kwargs)(tx)
+    assert_close(y, ty)
+    if name != "Identity":
+        backward_both(y, ty)
+        assert_close(x.grad, tx.grad)

@@ -62,13 +62,13 @@ def _parameters_replaced(module: nn.Module, values: Sequence[Tensor]) -> Iterato
     for (name, _), value in zip(module.named_parameters(), values):
         owner_name, _, attr = name.rpartition(".")
         owner = modules[owner_name]
-        slots.append((owner, attr, getattr(owner, attr)))
-        object.__setattr__(owner, attr, value)
+        slots.append((owner, attr, owner._parameters[attr]))
+        owner._parameters[attr] = value
     try:
         yield
     finally:
         for owner, attr, original in slots:
-            object.__setattr__(owner, attr, original)
+            owner._parameters[attr] = original
 
 
 def _layer_case(name: str, module: nn.Module, inputs: list[Any]) -> Case:

@@ -10,7 +10,7 @@ buffers ``h.N.attn.bias`` and ``h.N.attn.masked_bias`` are skipped):
 ==============================  =================================================  ============
 GPT-2 key                       tinyattn key                                       conversion
 ==============================  =================================================  ============
-``wte.weight``  (V, C)          ``token_embedding.weight`` (= ``lm_head.weight``)  —
+``wte.weight``  (V, C)          ``token_embedding.weight``, ``lm_head.weight``     tied
 ``wpe.weight``  (P, C)          ``position_embedding.weight``                      —
 ``h.N.ln_1.weight`` / ``bias``  ``blocks.N.ln_1.weight`` / ``bias``                —
 ``h.N.attn.c_attn.weight``      ``blocks.N.attn.{q,k,v}_proj.weight``              split the
@@ -85,10 +85,11 @@ def gpt2_to_tinyattn(state_dict: Mapping[str, Any], num_layers: int) -> dict[str
     arrays = _arrays(state_dict)
     out = {"token_embedding.weight": arrays.pop("wte.weight"),
            "position_embedding.weight": arrays.pop("wpe.weight")}
-    tied = arrays.pop("lm_head.weight", None)
-    if tied is not None and not np.array_equal(tied, out["token_embedding.weight"]):
+    tied = arrays.pop("lm_head.weight", out["token_embedding.weight"])
+    if not np.array_equal(tied, out["token_embedding.weight"]):
         raise ValueError("gpt2_to_tinyattn: lm_head.weight differs from wte.weight, but a "
                          "GPT-2 head is tied to the token embedding")
+    out["lm_head.weight"] = tied
     for name in ("weight", "bias"):
         out[f"ln_f.{name}"] = arrays.pop(f"ln_f.{name}")
     for n in range(num_layers):

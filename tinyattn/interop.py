@@ -5,7 +5,7 @@ The torch model is written here in ordinary PyTorch (``torch.nn.Linear``, ``torc
 ``torch.nn.functional.scaled_dot_product_attention`` with ``enable_gqa`` …), for every config
 variant: learned, rotary, ALiBi or no positions, LayerNorm or RMSNorm, GELU or SwiGLU MLP,
 grouped-query heads, sliding windows, tied head, no biases. Its state dict has tinyattn's keys
-(plus ``lm_head.weight`` when tied, as PyTorch lists shared weights under each name), so
+(a tied head's weight is listed under both of its names, in both libraries), so
 checkpoints move in both directions. torch is imported only inside these functions:
 ``import tinyattn`` never imports it.
 
@@ -182,10 +182,8 @@ def to_torch(model: TransformerLM) -> Any:
                         f"{type(model).__name__}")
     dtype = torch.float64 if model.token_embedding.weight.dtype == np.float64 else torch.float32
     module = torch_transformer_lm()(model.config).to(dtype)
-    state = {name: torch.from_numpy(np.array(array)) for name, array in
+    state = {name: torch.from_numpy(tensor.numpy().copy()) for name, tensor in
              model.state_dict().items()}
-    if model.config.tie_weights:
-        state["lm_head.weight"] = state["token_embedding.weight"]
     module.load_state_dict(state)
     return module.train(model.training)
 
@@ -212,11 +210,10 @@ def from_torch_state_dict(state_dict: Any, config: TransformerLMConfig | dict
         config = TransformerLMConfig(**{k: v for k, v in config.items() if k in known})
     model = TransformerLM(config)
     arrays = {name: tensor.detach().cpu().numpy() for name, tensor in state_dict.items()}
-    if config.tie_weights:
-        tied = arrays.pop("lm_head.weight", None)
-        if tied is not None and not np.array_equal(tied, arrays["token_embedding.weight"]):
-            raise ValueError("tinyattn.interop: config.tie_weights is set but lm_head.weight "
-                             "differs from token_embedding.weight")
+    if config.tie_weights and not np.array_equal(arrays.get("lm_head.weight"),
+                                                 arrays["token_embedding.weight"]):
+        raise ValueError("tinyattn.interop: config.tie_weights is set but lm_head.weight "
+                         "is missing or differs from token_embedding.weight")
     model.to(arrays["token_embedding.weight"].dtype)
     model.load_state_dict(arrays)
     return model.eval()

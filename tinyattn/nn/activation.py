@@ -1,12 +1,57 @@
-"""Activation layers: ``GELU`` and ``ReLU``, thin modules over the functional forms."""
+"""Activation layers, thin modules over the functional forms, with PyTorch's names.
+
+``Identity``, ``ReLU``, ``GELU``, ``Tanh``, ``Sigmoid``, ``SiLU``, ``Softmax``, ``LogSoftmax``.
+``inplace=True`` is accepted where PyTorch has it, but the result is always a new tensor (the
+values are the same; the input is left as it was).
+"""
 
 from __future__ import annotations
 
-from ..functional import gelu, relu
+import warnings
+from typing import Any
+
+from ..functional import gelu, log_softmax, relu, silu, softmax
 from ..functional.activation import GELU_APPROXIMATIONS
+from ..ops import sigmoid, tanh
 from ..ops.validate import check_choice
 from ..tensor import Tensor
 from .module import Module
+
+
+class Identity(Module):
+    """Return the input unchanged; any constructor arguments are ignored, as in PyTorch.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.ones(2)
+    >>> ta.nn.Identity(54, unused="argument")(x) is x
+    True
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__()
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+class ReLU(Module):
+    """Elementwise ``max(x, 0)``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.nn.ReLU()(ta.tensor([-1.0, 2.0])).tolist()
+    [0.0, 2.0]
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return relu(input)
 
 
 class GELU(Module):
@@ -32,15 +77,99 @@ class GELU(Module):
         return f"approximate={self.approximate!r}"
 
 
-class ReLU(Module):
-    """Elementwise ``max(x, 0)``.
+class Tanh(Module):
+    """Elementwise hyperbolic tangent.
 
     Examples
     --------
     >>> import tinyattn as ta
-    >>> ta.nn.ReLU()(ta.tensor([-1.0, 2.0])).tolist()
-    [0.0, 2.0]
+    >>> ta.nn.Tanh()(ta.zeros(2)).tolist()
+    [0.0, 0.0]
     """
 
     def forward(self, input: Tensor) -> Tensor:
-        return relu(input)
+        return tanh(input)
+
+
+class Sigmoid(Module):
+    """Elementwise logistic sigmoid ``1 / (1 + e^(−x))``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.nn.Sigmoid()(ta.zeros(2)).tolist()
+    [0.5, 0.5]
+    """
+
+    def forward(self, input: Tensor) -> Tensor:
+        return sigmoid(input)
+
+
+class SiLU(Module):
+    """Sigmoid linear unit (swish) ``x · sigmoid(x)``: :func:`tinyattn.nn.functional.silu`.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> [round(v, 4) for v in ta.nn.SiLU()(ta.tensor([-1.0, 0.0, 1.0])).tolist()]
+    [-0.2689, 0.0, 0.7311]
+    """
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+    def forward(self, input: Tensor) -> Tensor:
+        return silu(input)
+
+
+def _softmax_dim(layer: str, dim: int | None, ndim: int) -> int:
+    """``dim``, or PyTorch's deprecated implicit choice (with its warning) when it is None."""
+    if dim is not None:
+        return dim
+    warnings.warn(f"Implicit dimension choice for {layer} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+class Softmax(Module):
+    """Softmax along ``dim``: non-negative values that sum to 1.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.nn.Softmax(dim=-1)(ta.zeros(1, 4)).tolist()
+    [[0.25, 0.25, 0.25, 0.25]]
+    """
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return softmax(input, _softmax_dim("Softmax", self.dim, getattr(input, "ndim", 0)))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class LogSoftmax(Module):
+    """``log(softmax(x))`` along ``dim``, computed without overflow.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> [round(v, 4) for v in ta.nn.LogSoftmax(dim=0)(ta.zeros(2)).tolist()]
+    [-0.6931, -0.6931]
+    """
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        return log_softmax(input, _softmax_dim("LogSoftmax", self.dim,
+                                               getattr(input, "ndim", 0)))
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"

@@ -12,6 +12,7 @@ class Dropout(Module):
     """Zero each element with probability ``p`` and scale the rest by ``1 / (1 − p)``.
 
     Active only while ``self.training`` (see ``Module.train`` / ``Module.eval``).
+    ``inplace=True`` is accepted as in PyTorch, but the result is a new tensor.
 
     Examples
     --------
@@ -21,9 +22,10 @@ class Dropout(Module):
     [1.0, 1.0, 1.0]
     """
 
-    def __init__(self, p: float = 0.5):
+    def __init__(self, p: float = 0.5, inplace: bool = False):
         super().__init__()
         self.p = check_probability("Dropout", p)
+        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
         return dropout(input, self.p, self.training)

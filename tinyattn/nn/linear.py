@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from ..functional import linear
 from ..tensor import Tensor
 from . import init
-from .module import Module, Parameter
+from .module import Module, Parameter, check_device, float_dtype
 
 
 class Linear(Module):
@@ -18,6 +19,8 @@ class Linear(Module):
     ``weight`` is ``(out_features, in_features)`` and ``bias`` ``(out_features,)``, as in
     ``torch.nn.Linear``, and both start as PyTorch's do: ``kaiming_uniform_(a=√5)`` on the
     weight, which is U(−1/√in, 1/√in), and the same U(−1/√in, 1/√in) on the bias.
+    ``dtype`` (float32 by default, or float64) is the parameters' dtype; ``device`` can only be
+    the CPU.
 
     Examples
     --------
@@ -29,15 +32,21 @@ class Linear(Module):
     (2, 5, 3)
     """
 
-    def __init__(self, in_features: int, out_features: int, bias: bool = True):
+    def __init__(self, in_features: int, out_features: int, bias: bool = True,
+                 device: Any = None, dtype: Any = None):
         super().__init__()
         for label, size in (("in_features", in_features), ("out_features", out_features)):
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
                 raise ValueError(f"Linear: {label} must be a non-negative int, got {size!r}")
+        check_device("Linear", device)
+        dtype = float_dtype("Linear", dtype)
         self.in_features = int(in_features)
         self.out_features = int(out_features)
-        self.weight = Parameter(np.empty((self.out_features, self.in_features), np.float32))
-        self.bias = Parameter(np.empty(self.out_features, np.float32)) if bias else None
+        self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype))
+        if bias:
+            self.bias = Parameter(np.empty(self.out_features, dtype))
+        else:
+            self.register_parameter("bias", None)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

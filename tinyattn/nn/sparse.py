@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..functional import embedding
 from ..functional.sparse import normalize_padding_idx
 from ..tensor import Tensor
 from . import init
-from .module import Module, Parameter
+from .module import Module, Parameter, check_device, float_dtype
 
 
 class Embedding(Module):
@@ -16,7 +18,8 @@ class Embedding(Module):
 
     ``weight`` is ``(num_embeddings, embedding_dim)``, drawn from N(0, 1) as in
     ``torch.nn.Embedding``; the ``padding_idx`` row (negative values count from the end)
-    starts at zero and never receives a gradient.
+    starts at zero and never receives a gradient. ``dtype`` (float32 by default, or float64)
+    is the table's dtype; ``device`` can only be the CPU.
 
     Examples
     --------
@@ -28,7 +31,8 @@ class Embedding(Module):
     [0.0, 0.0, 0.0, 0.0]
     """
 
-    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None):
+    def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
+                 device: Any = None, dtype: Any = None):
         super().__init__()
         for label, size in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
             if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
@@ -36,7 +40,9 @@ class Embedding(Module):
         self.num_embeddings = int(num_embeddings)
         self.embedding_dim = int(embedding_dim)
         self.padding_idx = normalize_padding_idx("Embedding", padding_idx, self.num_embeddings)
-        self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim), np.float32))
+        check_device("Embedding", device)
+        self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim),
+                                         float_dtype("Embedding", dtype)))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

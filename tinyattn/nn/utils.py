@@ -1,4 +1,5 @@
-"""Gradient utilities for training loops: ``clip_grad_norm_``, as ``torch.nn.utils``."""
+"""Gradient utilities for training loops: ``clip_grad_norm_`` and ``clip_grad_value_``, as
+``torch.nn.utils``."""
 
 from __future__ import annotations
 
@@ -18,8 +19,34 @@ def _vector_norm(array: np.ndarray, norm_type: float) -> np.floating:
     return array.dtype.type(np.linalg.norm(flat, ord=norm_type))
 
 
+def _tensors(op: str, parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
+    """``parameters`` as a list of Tensors (a single Tensor is accepted)."""
+    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
+    for index, param in enumerate(params):
+        if not isinstance(param, Tensor):
+            raise TypeError(f"{op}: parameters[{index}] must be a Tensor, got "
+                            f"{type(param).__name__}")
+    return params
+
+
+def _check_real(op: str, key: str, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        raise TypeError(f"{op}: {key} must be a real number, got {type(value).__name__}")
+    return float(value)
+
+
+def _float_grads(op: str, params: list[Tensor]) -> list[np.ndarray]:
+    """The gradient arrays of the parameters that have one (all float, or a TypeError)."""
+    grads = [param.grad.data for param in params if param.grad is not None]
+    for grad in grads:
+        if grad.dtype.kind != "f":
+            raise TypeError(f"{op}: gradients must be float arrays, got dtype {grad.dtype}")
+    return grads
+
+
 def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
-                    norm_type: float = 2.0, error_if_nonfinite: bool = False) -> Tensor:
+                    norm_type: float = 2.0, error_if_nonfinite: bool = False,
+                    foreach: bool | None = None) -> Tensor:
     """Scale all gradients in place so that their joint norm is at most ``max_norm``.
 
     The joint norm is the ``norm_type``-norm of all gradient entries taken together (the norm
@@ -37,6 +64,8 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
         The order p > 0 of the norm, or ``inf``.
     error_if_nonfinite : bool, default False
         Raise RuntimeError instead of clipping when the joint norm is NaN or infinite.
+    foreach : bool or None
+        Accepted for PyTorch compatibility (it picks an implementation there); no effect.
 
     Returns
     -------
@@ -55,23 +84,14 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     [0.6, 0.8]
     """
     name = "clip_grad_norm_"
-    params = [parameters] if isinstance(parameters, Tensor) else list(parameters)
-    for index, param in enumerate(params):
-        if not isinstance(param, Tensor):
-            raise TypeError(f"{name}: parameters[{index}] must be a Tensor, got "
-                            f"{type(param).__name__}")
-    for key, value in (("max_norm", max_norm), ("norm_type", norm_type)):
-        if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-            raise TypeError(f"{name}: {key} must be a real number, got {type(value).__name__}")
-    max_norm, norm_type = float(max_norm), float(norm_type)
+    params = _tensors(name, parameters)
+    max_norm = _check_real(name, "max_norm", max_norm)
+    norm_type = _check_real(name, "norm_type", norm_type)
     if math.isnan(max_norm) or max_norm < 0:
         raise ValueError(f"{name}: max_norm must be >= 0, got {max_norm}")
     if math.isnan(norm_type) or norm_type <= 0:
         raise ValueError(f"{name}: norm_type must be a number > 0 or inf, got {norm_type}")
-    grads = [param.grad.data for param in params if param.grad is not None]
-    for grad in grads:
-        if grad.dtype.kind != "f":
-            raise TypeError(f"{name}: gradients must be float arrays, got dtype {grad.dtype}")
+    grads = _float_grads(name, params)
     if not grads:
         return Tensor(np.array(0.0, dtype=np.float32))
     dtype = np.result_type(*grads)
@@ -85,3 +105,28 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     for grad in grads:
         grad *= grad.dtype.type(clip_coef)
     return Tensor(np.array(total_norm, dtype=dtype))
+
+
+def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
+                     foreach: bool | None = None) -> None:
+    """Clamp every gradient entry into ``[-clip_value, clip_value]``, in place.
+
+    Parameters without a gradient are skipped; ``foreach`` is accepted for PyTorch
+    compatibility and has no effect.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> w = ta.nn.Parameter(ta.zeros(3))
+    >>> w.grad = ta.tensor([-5.0, 0.5, 2.0])
+    >>> ta.nn.utils.clip_grad_value_([w], clip_value=1.0)
+    >>> w.grad.tolist()
+    [-1.0, 0.5, 1.0]
+    """
+    name = "clip_grad_value_"
+    params = _tensors(name, parameters)
+    clip_value = _check_real(name, "clip_value", clip_value)
+    if math.isnan(clip_value) or clip_value < 0:
+        raise ValueError(f"{name}: clip_value must be >= 0, got {clip_value}")
+    for grad in _float_grads(name, params):
+        np.clip(grad, -clip_value, clip_value, out=grad)

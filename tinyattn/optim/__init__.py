@@ -12,11 +12,18 @@ True
 
 from . import lr_scheduler
 from .adam import Adam, AdamW
-from .lr_scheduler import CosineWarmup, LambdaLR, cosine_warmup_lr
+from .lr_scheduler import (
+    CosineAnnealingLR,
+    CosineWarmup,
+    LambdaLR,
+    LinearLR,
+    StepLR,
+    cosine_warmup_lr,
+)
 from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = [
-    "SGD", "Adam", "AdamW", "CosineWarmup", "LambdaLR", "Optimizer", "cosine_warmup_lr",
-    "lr_scheduler",
+    "SGD", "Adam", "AdamW", "CosineAnnealingLR", "CosineWarmup", "LambdaLR", "LinearLR",
+    "Optimizer", "StepLR", "cosine_warmup_lr", "lr_scheduler",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -9,9 +10,36 @@ from typing import Any
 import numpy as np
 
 from ..kernels.adamw import adamw_step
-from ..kernels.parallel import kernel_section
 from ..tensor import Tensor
 from .optimizer import Optimizer, check_hyperparameter
+
+
+def _amsgrad_step(params: list[np.ndarray], grads: list[np.ndarray], exp_avgs: list[np.ndarray],
+                  exp_avg_sqs: list[np.ndarray], max_exp_avg_sqs: list[np.ndarray], step: int,
+                  lr: float, beta1: float, beta2: float, eps: float, weight_decay: float,
+                  decoupled: bool) -> None:
+    """One AMSGrad step in place: Adam with ``v̂ = max(v̂, v)`` in the denominator.
+
+    The same arithmetic as the kernel (scalars in the parameter's dtype, PyTorch's ``lerp``),
+    plus the running maximum; written with numpy because the kernel has no AMSGrad variant.
+    """
+    avg_weight = 1.0 - beta1
+    for param, grad, exp_avg, exp_avg_sq, max_exp_avg_sq in zip(
+            params, grads, exp_avgs, exp_avg_sqs, max_exp_avg_sqs):
+        dtype = param.dtype.type
+        if decoupled:
+            param *= dtype(1.0 - lr * weight_decay)
+        else:
+            grad = grad + dtype(weight_decay) * param
+        if avg_weight < 0.5:  # lerp(m, g, w) as PyTorch computes it on the CPU
+            exp_avg += dtype(avg_weight) * (grad - exp_avg)
+        else:
+            exp_avg[...] = grad - (grad - exp_avg) * (dtype(1.0) - dtype(avg_weight))
+        exp_avg_sq *= dtype(beta2)
+        exp_avg_sq += dtype(1.0 - beta2) * grad * grad
+        np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)
+        denom = np.sqrt(max_exp_avg_sq) / dtype(math.sqrt(1.0 - beta2**step)) + dtype(eps)
+        param += dtype(-lr / (1.0 - beta1**step)) * (exp_avg / denom)
 
 
 class Adam(Optimizer):
@@ -20,13 +48,16 @@ class Adam(Optimizer):
     For a parameter ``p`` with gradient ``g`` at step ``t`` (1-based, counted per parameter),
     moments ``m`` and ``v`` (both start at zero), ``λ`` weight decay::
 
-        g ← g + λ p                 (AdamW instead: p ← p (1 − lr λ))
+        g ← −g                      if maximize
+        g ← g + λ p                 (decoupled, as AdamW: p ← p (1 − lr λ) instead)
         m ← β1 m + (1 − β1) g
         v ← β2 v + (1 − β2) g²
+        v̂ ← max(v̂, v)               if amsgrad (and v̂ replaces v below)
         p ← p − lr / (1 − β1^t) · m / (sqrt(v) / sqrt(1 − β2^t) + eps)
 
-    Per-parameter state, as in PyTorch: ``"step"`` (an int), ``"exp_avg"`` (m) and
-    ``"exp_avg_sq"`` (v). ``p.grad`` is never modified.
+    Per-parameter state, as in PyTorch: ``"step"`` (an int), ``"exp_avg"`` (m),
+    ``"exp_avg_sq"`` (v) and, with amsgrad, ``"max_exp_avg_sq"`` (v̂). ``p.grad`` is never
+    modified. Without amsgrad the update runs on the fused numba kernel.
 
     Parameters
     ----------
@@ -36,6 +67,13 @@ class Adam(Optimizer):
         Decay rates of the two moments, each in [0, 1).
     eps : float, default 1e-8
     weight_decay : float, default 0
+    amsgrad : bool, default False
+    foreach, fused : bool or None
+        Accepted for PyTorch compatibility (they pick an implementation there); no effect.
+    maximize : bool, default False
+        Ascend the objective instead of descending it.
+    decoupled_weight_decay : bool, default False
+        Decay the weights directly, which makes this optimizer AdamW.
 
     Examples
     --------
@@ -52,14 +90,20 @@ class Adam(Optimizer):
 
     _state_arrays = ("exp_avg", "exp_avg_sq")
     _state_counters = ("step",)
-    #: True for AdamW: weight decay shrinks ``p`` directly instead of adding ``λ p`` to ``g``.
-    _decoupled = False
 
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0) -> None:
-        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+                 weight_decay: float = 0, amsgrad: bool = False, *,
+                 foreach: bool | None = None, maximize: bool = False,
+                 fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
+        defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
+                        foreach=foreach, maximize=maximize, fused=fused,
+                        decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+
+    def _state_keys(self, group: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        extra = ("max_exp_avg_sq",) if group.get("amsgrad") else ()
+        return self._state_arrays + extra, self._state_counters
 
     def _check_group(self, group: Mapping[str, Any]) -> None:
         name = type(self).__name__
@@ -81,6 +125,9 @@ class Adam(Optimizer):
     def _update(self, group: dict[str, Any], params: list[Tensor],
                 grads: list[np.ndarray]) -> None:
         beta1, beta2 = group["betas"]
+        amsgrad = bool(group["amsgrad"])
+        if group["maximize"]:
+            grads = [-grad for grad in grads]
         for param in params:
             state = self.state[param]
             if state and (state["exp_avg"].shape != param.shape
@@ -91,7 +138,7 @@ class Adam(Optimizer):
                     f"{state['exp_avg'].shape} {state['exp_avg'].dtype} (was the parameter "
                     "replaced or converted after the optimizer was made?)"
                 )
-        # One kernel call per distinct step count (parameters added later lag behind).
+        # One update per distinct step count (parameters added later lag behind).
         batches: dict[int, list[tuple[Tensor, np.ndarray]]] = {}
         for param, grad in zip(params, grads):
             state = self.state[param]
@@ -99,18 +146,26 @@ class Adam(Optimizer):
                 state["step"] = 0
                 state["exp_avg"] = np.zeros(param.shape, dtype=param.dtype)
                 state["exp_avg_sq"] = np.zeros(param.shape, dtype=param.dtype)
+            if amsgrad and "max_exp_avg_sq" not in state:
+                state["max_exp_avg_sq"] = np.zeros(param.shape, dtype=param.dtype)
             state["step"] += 1
             batches.setdefault(state["step"], []).append((param, grad))
+        options = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
+                   float(group["weight_decay"]), bool(group["decoupled_weight_decay"]))
         for step, batch in batches.items():
+            states = [self.state[param] for param, _ in batch]
+            batch_grads = [grad for _, grad in batch]
+            if amsgrad:
+                _amsgrad_step([param.data for param, _ in batch], batch_grads,
+                              [state["exp_avg"] for state in states],
+                              [state["exp_avg_sq"] for state in states],
+                              [state["max_exp_avg_sq"] for state in states], step, *options)
+                continue
             # The kernel needs C-contiguous arrays; a strided parameter is updated through a
             # contiguous copy that is written back into the same array.
             arrays = [np.ascontiguousarray(param.data) for param, _ in batch]
-            with kernel_section:
-                adamw_step(arrays, [grad for _, grad in batch],
-                           [self.state[param]["exp_avg"] for param, _ in batch],
-                           [self.state[param]["exp_avg_sq"] for param, _ in batch],
-                           step, float(group["lr"]), float(beta1), float(beta2),
-                           float(group["eps"]), float(group["weight_decay"]), self._decoupled)
+            adamw_step(arrays, batch_grads, [state["exp_avg"] for state in states],
+                       [state["exp_avg_sq"] for state in states], step, *options)
             for array, (param, _) in zip(arrays, batch):
                 if array is not param.data:
                     param.data[...] = array
@@ -119,8 +174,8 @@ class Adam(Optimizer):
 class AdamW(Adam):
     """Adam with decoupled weight decay (Loshchilov & Hutter), as ``torch.optim.AdamW``.
 
-    Same as :class:`Adam` except the decay step ``p ← p (1 − lr λ)`` replaces the L2 term, and
-    ``weight_decay`` defaults to 0.01.
+    Same as :class:`Adam` with ``decoupled_weight_decay=True``: the decay step
+    ``p ← p (1 − lr λ)`` replaces the L2 term, and ``weight_decay`` defaults to 0.01.
 
     Examples
     --------
@@ -132,9 +187,11 @@ class AdamW(Adam):
     [1.9]
     """
 
-    _decoupled = True
-
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 0.01) -> None:
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay)
+                 weight_decay: float = 0.01, amsgrad: bool = False, *,
+                 maximize: bool = False, foreach: bool | None = None,
+                 fused: bool | None = None) -> None:
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize, fused=fused,
+                         decoupled_weight_decay=True)

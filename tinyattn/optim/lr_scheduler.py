@@ -1,9 +1,12 @@
-"""Learning-rate schedules: cosine decay after a linear warm-up, and ``LambdaLR`` as in PyTorch.
+"""Learning-rate schedules: PyTorch's ``LambdaLR``, ``StepLR``, ``LinearLR`` and
+``CosineAnnealingLR``, and (+) ``CosineWarmup``, a cosine decay after a linear warm-up.
 
 A scheduler rewrites ``group["lr"]`` of every parameter group of its optimizer. As in PyTorch,
 making one already sets the learning rate of step 0, and each ``scheduler.step()`` (called
 after ``optimizer.step()``) moves to the next step. The first learning rate of each group is
-kept in ``group["initial_lr"]``, the base of the schedule.
+kept in ``group["initial_lr"]``, the base of the schedule. ``StepLR``, ``LinearLR`` and
+``CosineAnnealingLR`` update the current ``group["lr"]`` recursively, with PyTorch's formulas,
+so they give PyTorch's numbers and compose with other changes to the learning rate.
 """
 
 from __future__ import annotations
@@ -82,11 +85,16 @@ class LRScheduler:
         self.optimizer = optimizer
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
+        self._is_initial = True  # the step made by the constructor
         self.step()
+        self._is_initial = False
 
     def get_lr(self) -> list[float]:
         """The learning rate of every group at step ``self.last_epoch``."""
         raise NotImplementedError(f"{type(self).__name__} does not define get_lr()")
+
+    def _current_lrs(self) -> list[float]:
+        return [group["lr"] for group in self.optimizer.param_groups]
 
     def step(self) -> None:
         """Advance one step and write the new learning rates into the optimizer's groups."""
@@ -157,6 +165,144 @@ class LambdaLR(LRScheduler):
     def get_lr(self) -> list[float]:
         return [base_lr * function(self.last_epoch)
                 for base_lr, function in zip(self.base_lrs, self.lr_lambdas)]
+
+
+class StepLR(LRScheduler):
+    """Multiply the learning rate by ``gamma`` every ``step_size`` steps, as
+    ``torch.optim.lr_scheduler.StepLR``: ``lr = initial_lr · gamma^⌊step / step_size⌋``.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+    step_size : int >= 1
+    gamma : float, default 0.1
+    last_epoch : int, default -1
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> opt = ta.optim.SGD([ta.nn.Parameter(ta.zeros(1))], lr=1.0)
+    >>> scheduler = ta.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+    >>> lrs = []
+    >>> for _ in range(5):
+    ...     lrs.append(scheduler.get_last_lr()[0])
+    ...     scheduler.step()
+    >>> lrs
+    [1.0, 1.0, 0.5, 0.5, 0.25]
+    """
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
+                 last_epoch: int = -1) -> None:
+        _check_step_count("StepLR", "step_size", step_size, 1)
+        check_hyperparameter("StepLR", "gamma", gamma)
+        self.step_size = step_size
+        self.gamma = gamma
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0 or self.last_epoch % self.step_size != 0:
+            return self._current_lrs()
+        return [lr * self.gamma for lr in self._current_lrs()]
+
+
+class LinearLR(LRScheduler):
+    """Scale the learning rate by a factor going linearly from ``start_factor`` to
+    ``end_factor`` over ``total_iters`` steps, as ``torch.optim.lr_scheduler.LinearLR``.
+
+    ``lr = initial_lr · (start + (end − start) · min(step, total_iters) / total_iters)``,
+    computed recursively as PyTorch does.
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+    start_factor : float in (0, 1], default 1/3
+    end_factor : float in [0, 1], default 1.0
+    total_iters : int >= 1, default 5
+    last_epoch : int, default -1
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> opt = ta.optim.SGD([ta.nn.Parameter(ta.zeros(1))], lr=1.0)
+    >>> scheduler = ta.optim.lr_scheduler.LinearLR(opt, start_factor=0.25, total_iters=3)
+    >>> lrs = []
+    >>> for _ in range(5):
+    ...     lrs.append(round(scheduler.get_last_lr()[0], 6))
+    ...     scheduler.step()
+    >>> lrs
+    [0.25, 0.5, 0.75, 1.0, 1.0]
+    """
+
+    def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
+                 end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
+        for key, value in (("start_factor", start_factor), ("end_factor", end_factor)):
+            check_hyperparameter("LinearLR", key, value)
+        if not 0 < start_factor <= 1:
+            raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor}")
+        if not 0 <= end_factor <= 1:
+            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got {end_factor}")
+        _check_step_count("LinearLR", "total_iters", total_iters, 1)
+        self.start_factor = start_factor
+        self.end_factor = end_factor
+        self.total_iters = total_iters
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self.last_epoch == 0:
+            return [lr * self.start_factor for lr in self._current_lrs()]
+        if self._is_initial or self.last_epoch > self.total_iters:
+            return self._current_lrs()
+        change = self.end_factor - self.start_factor
+        ratio = 1.0 + change / (self.total_iters * self.start_factor
+                                + (self.last_epoch - 1) * change)
+        return [lr * ratio for lr in self._current_lrs()]
+
+
+class CosineAnnealingLR(LRScheduler):
+    """Cosine annealing from each group's initial lr to ``eta_min`` over ``T_max`` steps, as
+    ``torch.optim.lr_scheduler.CosineAnnealingLR``.
+
+    ``lr = eta_min + (initial_lr − eta_min) · (1 + cos(π · step / T_max)) / 2``, computed
+    recursively as PyTorch does (so after ``T_max`` it climbs back up, without restarts).
+
+    Parameters
+    ----------
+    optimizer : Optimizer
+    T_max : int >= 1
+    eta_min : float, default 0.0
+    last_epoch : int, default -1
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> opt = ta.optim.SGD([ta.nn.Parameter(ta.zeros(1))], lr=1.0)
+    >>> scheduler = ta.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=4)
+    >>> lrs = []
+    >>> for _ in range(5):
+    ...     lrs.append(round(scheduler.get_last_lr()[0], 6))
+    ...     scheduler.step()
+    >>> lrs
+    [1.0, 0.853553, 0.5, 0.146447, 0.0]
+    """
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,
+                 last_epoch: int = -1) -> None:
+        _check_step_count("CosineAnnealingLR", "T_max", T_max, 1)
+        check_hyperparameter("CosineAnnealingLR", "eta_min", eta_min)
+        self.T_max = T_max
+        self.eta_min = eta_min
+        super().__init__(optimizer, last_epoch)
+
+    def get_lr(self) -> list[float]:
+        if self._is_initial:
+            return self._current_lrs()
+        if (self.last_epoch - 1 - self.T_max) % (2 * self.T_max) == 0:
+            lift = (1 - math.cos(math.pi / self.T_max)) / 2
+            return [lr + (base_lr - self.eta_min) * lift
+                    for lr, base_lr in zip(self._current_lrs(), self.base_lrs)]
+        ratio = ((1 + math.cos(math.pi * self.last_epoch / self.T_max))
+                 / (1 + math.cos(math.pi * (self.last_epoch - 1) / self.T_max)))
+        return [ratio * (lr - self.eta_min) + self.eta_min for lr in self._current_lrs()]
 
 
 class CosineWarmup(LRScheduler):

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd import enable_grad
+from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
 
 
@@ -67,6 +67,11 @@ class Optimizer:
     _state_arrays: tuple[str, ...] = ()
     #: Names of the per-parameter integer counters.
     _state_counters: tuple[str, ...] = ()
+
+    def _state_keys(self, group: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """``(array entries, counter entries)`` of a parameter's state under ``group``'s
+        options."""
+        return self._state_arrays, self._state_counters
 
     def __init__(self, params: Iterable[Any], defaults: Mapping[str, Any]) -> None:
         name = type(self).__name__
@@ -153,11 +158,13 @@ class Optimizer:
                 elif param.grad is not None:
                     param.grad.data[...] = 0
 
+    @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
         """Update every parameter that has a gradient; return ``closure()`` if one is given.
 
-        ``closure`` re-evaluates the model and returns the loss (it runs with grad enabled).
-        Every gradient is checked before any parameter changes.
+        The update runs outside the autograd graph and writes into each parameter's array in
+        place. ``closure`` re-evaluates the model and returns the loss (it runs with grad
+        enabled). Every gradient is checked before any parameter changes.
         """
         loss = None
         if closure is not None:
@@ -217,7 +224,8 @@ class Optimizer:
 
         The state dict must have as many groups, each with as many parameters, as this
         optimizer; every state array must match its parameter's shape (it is copied and cast
-        to the parameter's dtype).
+        to the parameter's dtype). Options missing from a saved group (one saved before the
+        option existed) take the optimizer's defaults, as PyTorch does.
         """
         name = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, Mapping) or set(state_dict) != {"state", "param_groups"}:
@@ -230,20 +238,22 @@ class Optimizer:
             raise ValueError(f"{name}: the state dict has {len(saved_groups)} parameter groups, "
                              f"the optimizer has {len(self.param_groups)}")
         problems: list[str] = []
-        by_index: dict[Any, Tensor] = {}
+        by_index: dict[Any, tuple[Tensor, Mapping[str, Any]]] = {}
         new_groups = []
         for number, (saved, own) in enumerate(zip(saved_groups, self.param_groups)):
-            problems.extend(self._match_group(number, saved, own, by_index))
             if isinstance(saved, Mapping):
+                saved = {**self.defaults, **saved}
                 new_groups.append({**{k: v for k, v in saved.items() if k != "params"},
                                    "params": own["params"]})
+            problems.extend(self._match_group(number, saved, own, by_index))
         new_state: defaultdict[Tensor, dict[str, Any]] = defaultdict(dict)
         for index, param_state in dict(state_dict["state"]).items():
             if index not in by_index:
                 problems.append(f"state for parameter index {index!r}, which no group lists")
                 continue
-            param = by_index[index]
-            restored, state_problems = self._restore_param_state(index, param, param_state)
+            param, group = by_index[index]
+            restored, state_problems = self._restore_param_state(index, param, group,
+                                                                 param_state)
             problems.extend(state_problems)
             new_state[param] = restored
         if problems:
@@ -255,7 +265,7 @@ class Optimizer:
             own.update(new)
 
     def _match_group(self, number: int, saved: Any, own: dict[str, Any],
-                     by_index: dict[Any, Tensor]) -> list[str]:
+                     by_index: dict[Any, tuple[Tensor, Mapping[str, Any]]]) -> list[str]:
         """Problems with saved group ``number``; record its parameter indices in ``by_index``."""
         if not isinstance(saved, Mapping) or "params" not in saved:
             return [f"group {number}: expected a dict with a 'params' entry, got {saved!r}"]
@@ -268,18 +278,14 @@ class Optimizer:
             for index, param in zip(indices, own["params"]):
                 if index in by_index:
                     problems.append(f"group {number}: parameter index {index!r} is listed twice")
-                by_index[index] = param
-        missing = [key for key in self.defaults if key not in saved]
-        if missing:
-            problems.append(f"group {number}: missing options {missing}")
-        else:
-            try:
-                self._check_group(saved)
-            except (TypeError, ValueError) as err:
-                problems.append(f"group {number}: {err}")
+                by_index[index] = (param, saved)
+        try:
+            self._check_group(saved)
+        except (TypeError, ValueError) as err:
+            problems.append(f"group {number}: {err}")
         return problems
 
-    def _restore_param_state(self, index: Any, param: Tensor,
+    def _restore_param_state(self, index: Any, param: Tensor, group: Mapping[str, Any],
                              param_state: Any) -> tuple[dict[str, Any], list[str]]:
         """A checked copy of one parameter's saved state, and the problems found in it."""
         where = f"state[{index!r}]"
@@ -287,19 +293,20 @@ class Optimizer:
             return {}, [f"{where}: expected a dict, got {type(param_state).__name__}"]
         if not param_state:
             return {}, []
-        expected = set(self._state_arrays) | set(self._state_counters)
+        arrays, counters = self._state_keys(group)
+        expected = set(arrays) | set(counters)
         if set(param_state) != expected:
             return {}, [f"{where}: expected entries {sorted(expected)}, got "
                         f"{sorted(param_state)}"]
         restored: dict[str, Any] = {}
         problems = []
-        for key in self._state_counters:
+        for key in counters:
             value = param_state[key]
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 problems.append(f"{where}['{key}']: expected an int >= 0, got {value!r}")
             else:
                 restored[key] = int(value)
-        for key in self._state_arrays:
+        for key in arrays:
             array = np.asarray(param_state[key])
             if array.dtype.kind not in "fiu" or array.shape != param.shape:
                 problems.append(f"{where}['{key}']: expected a float array of shape "

@@ -17,6 +17,7 @@ class SGD(Optimizer):
     For a parameter ``p`` with gradient ``g`` (``μ`` momentum, ``τ`` dampening, ``λ`` weight
     decay)::
 
+        g ← −g                     if maximize
         g ← g + λ p
         b ← g                      on the first step (the buffer starts as a copy of g)
         b ← μ b + (1 − τ) g        afterwards
@@ -29,11 +30,14 @@ class SGD(Optimizer):
     Parameters
     ----------
     params : iterable of Tensors or of dicts (parameter groups)
-    lr : float
-        Learning rate (required).
+    lr : float, default 1e-3
     momentum, dampening, weight_decay : float, default 0
     nesterov : bool, default False
         Nesterov momentum; needs ``momentum > 0`` and ``dampening == 0``.
+    maximize : bool, default False
+        Ascend the objective instead of descending it.
+    foreach, fused : bool or None
+        Accepted for PyTorch compatibility (they pick an implementation there); no effect.
 
     Examples
     --------
@@ -48,11 +52,13 @@ class SGD(Optimizer):
 
     _state_arrays = ("momentum_buffer",)
 
-    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float,
+    def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  momentum: float = 0, dampening: float = 0, weight_decay: float = 0,
-                 nesterov: bool = False) -> None:
+                 nesterov: bool = False, *, maximize: bool = False,
+                 foreach: bool | None = None, fused: bool | None = None) -> None:
         defaults = dict(lr=lr, momentum=momentum, dampening=dampening,
-                        weight_decay=weight_decay, nesterov=nesterov)
+                        weight_decay=weight_decay, nesterov=nesterov, maximize=maximize,
+                        foreach=foreach, fused=fused)
         super().__init__(params, defaults)
 
     def _check_group(self, group: Mapping[str, Any]) -> None:
@@ -69,6 +75,8 @@ class SGD(Optimizer):
         weight_decay, nesterov = group["weight_decay"], group["nesterov"]
         for param, grad in zip(params, grads):
             dtype = param.dtype.type  # scalars in the parameter's dtype, as PyTorch does
+            if group["maximize"]:
+                grad = -grad
             if weight_decay != 0:
                 grad = grad + dtype(weight_decay) * param.data
             if momentum != 0:
