@@ -5,6 +5,7 @@ Subcommands::
     tinyattn walkthrough                  backprop through attention, by hand vs autograd
     tinyattn gradcheck                    every op and layer against finite differences
     tinyattn train --task reverse         train a small transformer on a synthetic task
+    tinyattn train --task reverse --preset llama   ... with RoPE, RMSNorm, SwiGLU, GQA
     tinyattn train --text [FILE]          ... or a character LM (default: tinyattn's own source)
     tinyattn sample --checkpoint PATH     sample from a trained run
 
@@ -45,6 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     >>> args.task, args.steps, args.threads
     ('reverse', 50, 1)
     """
+    from .models import POSITIONALS, PRESETS
+    from .nn.transformer import MLPS, NORMS
     from .tasks import TASKS
     from .train import TEXT_CONFIG, TrainConfig
 
@@ -102,6 +105,26 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--num-layers", type=_positive_int, help="transformer blocks (2)")
     train.add_argument("--context-length", type=_positive_int, default=64,
                        help="text window in characters (default 64)")
+    variant = train.add_argument_group(
+        "block variant", "a preset, then any of these options to change one part of it")
+    variant.add_argument("--preset", choices=PRESETS, default="gpt",
+                         help="gpt (default: learned positions, LayerNorm, GELU, biases), gpt2 "
+                              "(+ tied head, tanh GELU) or llama (RoPE, RMSNorm, SwiGLU, no "
+                              "biases, half as many key/value heads)")
+    variant.add_argument("--positional", choices=POSITIONALS, help="position signal")
+    variant.add_argument("--norm", choices=NORMS, help="normalisation layers")
+    variant.add_argument("--mlp", choices=MLPS, help="feed-forward layer")
+    variant.add_argument("--gelu-approximate", choices=("none", "tanh"), help="GELU form")
+    variant.add_argument("--num-kv-heads", type=_positive_int,
+                         help="key/value heads (grouped-query attention; 1: multi-query)")
+    variant.add_argument("--window-size", type=_positive_int,
+                         help="sliding window: each query sees the last N keys")
+    variant.add_argument("--bias", action=argparse.BooleanOptionalAction,
+                         help="biases in every Linear and LayerNorm")
+    variant.add_argument("--tie-weights", action=argparse.BooleanOptionalAction,
+                         help="the head shares the token embedding's weight")
+    variant.add_argument("--impl", choices=("auto", "composed", "fused"),
+                         help="attention path (default auto)")
     train.add_argument("--out", type=Path, help="output directory (default runs/<name>)")
     train.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -118,6 +141,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="sampling temperature (default 0.8)")
     sample.add_argument("--top-k", type=_positive_int, help="sample among the k likeliest")
     sample.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    sample.add_argument("--no-cache", action="store_true",
+                        help="recompute the whole context at every step instead of decoding "
+                             "with a key/value cache (same tokens, slower)")
     for sub in (walk, check, train, sample):
         sub.set_defaults(command_parser=sub)
     return parser
@@ -126,7 +152,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .models import TransformerLMConfig
+    from .models import TransformerLM, TransformerLMConfig, preset_config
     from .tasks import CharDataset, SequenceTask, package_corpus
     from .train import TASK_MODEL, TEXT_CONFIG, TEXT_MODEL, TrainConfig, train_task, train_text
 
@@ -136,7 +162,15 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         if sizes["embed_dim"] % sizes["num_heads"]:
             parser.error(f"--embed-dim {sizes['embed_dim']} is not divisible by --num-heads "
                          f"{sizes['num_heads']}")
-        return TransformerLMConfig(vocab_size, context_length, **sizes)
+        chosen = {key: getattr(args, key) for key in (
+            "positional", "norm", "mlp", "gelu_approximate", "num_kv_heads", "window_size",
+            "bias", "tie_weights", "impl") if getattr(args, key) is not None}
+        config = preset_config(args.preset, vocab_size, context_length, **sizes, **chosen)
+        try:
+            TransformerLM(config)
+        except ValueError as err:
+            parser.error(str(err))
+        return config
 
     overrides = {key: value for key, value in (
         ("steps", args.steps), ("batch_size", args.batch_size), ("lr", args.lr),
@@ -212,7 +246,8 @@ def _sample(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     ids = np.array([[chars.index(c) for c in prompt]], dtype=np.int64)
     limit = config["model"]["context_length"]
     tokens = model.generate(Tensor(ids[:, -limit:]), args.max_new_tokens,
-                            temperature=args.temperature, top_k=args.top_k)
+                            temperature=args.temperature, top_k=args.top_k,
+                            use_cache=not args.no_cache)
     print(prompt[: -limit] + "".join(chars[int(i)] for i in tokens.data[0]))
     return 0
 

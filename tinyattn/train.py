@@ -25,7 +25,6 @@ from tqdm.auto import tqdm
 
 from . import inspect
 from .autograd import no_grad
-from .creation import arange
 from .models import TransformerLM, TransformerLMConfig
 from .nn import Module, load
 from .nn.utils import clip_grad_norm_
@@ -182,7 +181,7 @@ def attention_maps(model: TransformerLM, idx: np.ndarray) -> np.ndarray:
     tokens = Tensor(np.asarray(idx, dtype=np.int64).reshape(1, -1))  # (1, T)
     maps = []
     with no_grad():
-        x = model.token_embedding(tokens) + model.position_embedding(arange(tokens.shape[1]))
+        x = model.embed(tokens)  # (1, T, C)
         for block in model.blocks:
             _, weights = block.attn(block.ln_1(x), need_weights=True,
                                     average_attn_weights=False)  # (1, H, T, T)
@@ -194,7 +193,8 @@ def attention_maps(model: TransformerLM, idx: np.ndarray) -> np.ndarray:
 def greedy_answers(
     model: TransformerLM, task: SequenceTask, symbols: np.ndarray
 ) -> np.ndarray:
-    """The model's answers ``(B, n)``: greedy decoding after ``x_1 … x_n SEP``.
+    """The model's answers ``(B, n)``: greedy decoding after ``x_1 … x_n SEP``, with a
+    key/value cache (:meth:`~tinyattn.models.TransformerLM.next_token_logits`).
 
     Examples
     --------
@@ -205,10 +205,10 @@ def greedy_answers(
     (2, 3)
     """
     tokens = task.prompt(symbols)  # (B, n + 1)
-    with no_grad():
-        for _ in range(task.length):
-            logits = model(Tensor(tokens)).data[:, -1, :]  # (B, vocab)
-            tokens = np.concatenate([tokens, logits.argmax(axis=-1)[:, None]], axis=1)
+    cache = model.new_cache()
+    for _ in range(task.length):
+        logits = model.next_token_logits(tokens, cache).data  # (B, vocab)
+        tokens = np.concatenate([tokens, logits.argmax(axis=-1)[:, None]], axis=1)
     return tokens[:, task.length + 1:]
 
 
