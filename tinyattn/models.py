@@ -56,8 +56,9 @@ class TransformerLMConfig:
     ``context_length`` is the longest sequence a model with learned positions reads. With
     relative positions (``'rope'``, ``'alibi'``, ``'none'``) it is instead the attention span:
     every query sees at most the last ``context_length`` keys (``window_size`` narrows it), so
-    such a model reads longer sequences too — up to ``num_layers · (span − 1) + 1`` positions
-    (its receptive field) with RoPE, any length otherwise.
+    such a model reads longer sequences too — with RoPE up to the larger of
+    ``context_length`` and ``num_layers · (span − 1) + 1`` (the receptive field), any length
+    otherwise.
     """
 
     vocab_size: int
@@ -187,10 +188,12 @@ class TransformerLM(HookedModule):
         if config.window_size is not None:
             span = min(span, config.window_size)
         # span: the most keys a query sees (window_size; with relative positions also
-        # context_length). max_length: the longest sequence that matters, with relative
-        # positions the receptive field of the last token through the layers.
+        # context_length). max_length: the tokens the next-token logits depend on (with
+        # relative positions the last token's receptive field through the layers).
+        # rope_positions: the RoPE table, long enough for both.
         self.span = span
         self.max_length = config.context_length if learned else L * (span - 1) + 1
+        self.rope_positions = max(config.context_length, self.max_length)
         self.token_embedding = Embedding(config.vocab_size, C)
         if learned:
             self.position_embedding = Embedding(config.context_length, C)
@@ -203,7 +206,7 @@ class TransformerLM(HookedModule):
                 impl=config.impl, bias=config.bias, norm=config.norm, mlp=config.mlp,
                 gelu_approximate=config.gelu_approximate, num_kv_heads=config.num_kv_heads,
                 window_size=window, alibi=config.positional == "alibi",
-                rotary=RotaryEmbedding(head_dim, self.max_length, config.rope_base)
+                rotary=RotaryEmbedding(head_dim, self.rope_positions, config.rope_base)
                 if config.positional == "rope" else None)
             for _ in range(L)
         )
@@ -243,9 +246,10 @@ class TransformerLM(HookedModule):
             where = "" if cache is None else f" after the {position} cached positions"
             raise ValueError(f"{name}: sequence length {T}{where} exceeds context_length "
                              f"{self.config.context_length} (learned positions)")
-        if self.config.positional == "rope" and T > self.max_length:
-            raise ValueError(f"{name}: sequence length {T} exceeds {self.max_length}, the "
-                             "positions a query can reach through the layers (RoPE table)")
+        if self.config.positional == "rope" and T > self.rope_positions:
+            raise ValueError(f"{name}: sequence length {T} exceeds the {self.rope_positions} "
+                             "positions of the RoPE table (the context length, or the "
+                             "receptive field num_layers · (span − 1) + 1 if longer)")
         if cache is not None and len(cache.layers) != len(self.blocks):
             raise ValueError(f"{name}: the cache has {len(cache.layers)} layers, the model "
                              f"{len(self.blocks)}; make it with model.new_cache()")
