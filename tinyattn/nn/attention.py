@@ -370,6 +370,8 @@ class MultiHeadAttention(Module):
         allowed = band_mask(S, S, causal, window) if past else band_mask(T, S, causal, window)
         if allowed is not None and past:
             allowed = allowed[S - T:]  # (T, S): bottom-right aligned
+        if allowed is not None and allowed.all():
+            allowed = None  # e.g. one new query that sees every cached key
         if self.alibi is None:
             if allowed is None:
                 return mask

@@ -61,8 +61,9 @@ class KVCache:
         if self.keys is not None:
             key = cat([self.keys, key], dim=-2)  # (B, Hkv, S, D)
             value = cat([self.values, value], dim=-2)  # (B, Hkv, S, Dv)
-        start = max(key.shape[-2] - self.max_length, 0)
-        self.keys, self.values = key[:, :, start:], value[:, :, start:]
+        start = key.shape[-2] - self.max_length
+        self.keys, self.values = (key, value) if start <= 0 else (key[:, :, start:],
+                                                                   value[:, :, start:])
         return key, value
 
     def __repr__(self) -> str:
