@@ -84,7 +84,7 @@ def alibi_bias(num_heads: int, query_len: int, key_len: int,
     --------
     >>> import tinyattn as ta
     >>> ta.F.alibi_bias(2, 1, 3).tolist()
-    [[[-0.125, -0.0625, -0.0]], [[-0.03125, -0.015625, -0.0]]]
+    [[[-0.125, -0.0625, -0.0]], [[-0.0078125, -0.00390625, -0.0]]]
     """
     op = "alibi_bias"
     num_heads = check_int(op, "num_heads", num_heads, 1)
