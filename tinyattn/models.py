@@ -345,12 +345,18 @@ class TransformerLM(HookedModule):
                  top_k: int | None = None, use_cache: bool = True) -> Tensor:
         """Append ``max_new_tokens`` sampled tokens to ``idx (B, T)``; returns ``(B, T + n)``.
 
-        Each step takes the logits of :meth:`next_token_logits` (with a key/value cache unless
-        ``use_cache=False``: see there what reading past the context length means for learned
-        and for relative positions), divides them by ``temperature``, keeps the ``top_k``
+        Each step takes the logits of :meth:`next_token_logits` — with a key/value cache unless
+        ``use_cache=False``, the same logits either way — divides them by ``temperature``,
+        keeps the ``top_k``
         largest (when given) and samples from the softmax with
         :func:`tinyattn.random.generator` (so ``ta.manual_seed`` repeats it). Call ``eval()``
         first to switch dropout off.
+
+        Past the context length: with learned positions the model reads the last
+        ``context_length`` tokens, whose positions all shift at each step, so the cache is
+        re-started on them at every step (exact, no faster than recomputing); with RoPE (or
+        ALiBi, or no positions) ``context_length`` is how far back a query sees, the cache
+        slides (the oldest key and value drop out) and each step still costs one position.
         """
         name = "TransformerLM.generate"
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or (
