@@ -1,7 +1,7 @@
 """Inverted dropout on the counter-based generator: the mask is recomputed, never stored.
 
 Element ``n`` (in C order) of a dropout call with seed ``s`` is kept when
-``uniform(s, n) = top53(mix(s + (n + 1)·γ)) / 2⁵³ >= p`` (see :mod:`.counter_rng`), so the
+``u(s, n) = top53(mix(s + (n + 1)·γ)) / 2⁵³ >= p`` (see :mod:`.counter_rng`), so the
 forward ``y = x ⊙ m / (1 − p)`` and the backward ``dx = g ⊙ m / (1 − p)`` are the *same*
 function of ``(seed, p)`` applied to ``x`` and to ``g``. Large inputs run in parallel over
 fixed chunks of elements; each element's value depends only on ``(seed, n)``, so results are
@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .counter_rng import fold_key, state_to_uniform, uniform_stream_numpy
+from .counter_rng import fold_key, state_to_uniform, uniform_numpy
 
 _CHUNK = 16384
 _PARALLEL_MIN = 1 << 20  # below this a parallel launch costs more than it saves
@@ -67,5 +67,5 @@ def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
 def dropout_apply_numpy(x: np.ndarray, seed: int, p: float) -> np.ndarray:
     """Plain-numpy twin of :func:`dropout_apply`."""
     _check(x, seed, p)
-    keep = uniform_stream_numpy(seed, x.size).reshape(x.shape) >= p
+    keep = uniform_numpy(seed, np.arange(x.size)).reshape(x.shape) >= p
     return np.where(keep, x * x.dtype.type(1.0 / (1.0 - p)), x.dtype.type(0.0))

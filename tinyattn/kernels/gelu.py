@@ -14,7 +14,7 @@ The σ form has no cancellation where ``t ≈ −1``. It is computed in the inpu
 
 Φ without libm. A libm call per element (``erf``, ``tanh``, ``exp``) cannot be vectorised and
 costs more than the rest of GELU together, so every function here is a polynomial that the
-compiler turns into SIMD code: ``fast_exp`` (see ``softmax``) and, for Φ, with ``a = |x| / √2``
+compiler turns into SIMD code: ``fast_exp`` (see :mod:`.exp`) and, for Φ, with ``a = |x| / √2``
 and ``t = 2 / (2 + a) ∈ (0, 1]``::
 
     erfc(a) = t · exp(−a² + (1 − t) · Q(t)),    Φ(x) = ½ erfc(a) if x < 0 else 1 − ½ erfc(a)
@@ -59,7 +59,7 @@ from numba.extending import overload
 from numpy.polynomial import chebyshev
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
-from .softmax import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
+from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
