@@ -1,4 +1,5 @@
-"""Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, and
+"""Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, the
+serial and parallel compilations of one kernel kept apart in numba's on-disk cache, and
 tinyattn called from two Python threads at once.
 
 Each check runs in a fresh interpreter: the numba environment variables are read when numba
@@ -16,8 +17,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
+from numba import prange
+
+from tinyattn.kernels.parallel import parallel_kernel
 
 TESTS_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = TESTS_DIR.parent
@@ -250,3 +255,60 @@ def test_two_python_threads_running_a_model_do_not_abort_and_match_one_thread(la
     else:
         assert line in ("layer tbb locked False", "layer omp locked False",
                         "layer workqueue locked True")
+
+
+@parallel_kernel
+def _thread_of_each_row(threads):
+    """Record which numba thread ran each row."""
+    for i in prange(threads.shape[0]):
+        threads[i] = numba.get_thread_id()
+
+
+def run_both_compilations() -> None:
+    """Run the serial and the parallel compilation of a probe kernel and of a softmax kernel.
+
+    Prints one JSON object per compilation: the numba threads that ran the probe's rows,
+    whether the softmax matched its numpy twin, and the cache hits and misses of the two
+    dispatchers (a hit: loaded from numba's on-disk cache instead of compiled).
+    """
+    from tinyattn.kernels import softmax
+
+    numba.set_num_threads(2)  # starts the pool, which get_thread_id needs even serially
+    x = np.random.default_rng(0).standard_normal((64, 33))
+    report = {}
+    for variant in ("serial", "parallel"):
+        threads = np.full(64, -1, dtype=np.int64)
+        _thread_of_each_row(threads, parallel=variant == "parallel")
+        y = np.empty_like(x)
+        softmax._softmax_forward_kernel(x, y, parallel=variant == "parallel")
+        dispatchers = (getattr(_thread_of_each_row, variant),
+                       getattr(softmax._softmax_forward_kernel, variant))
+        report[variant] = {
+            "threads": sorted(set(threads.tolist())),
+            "softmax_matches": bool(np.allclose(y, softmax.softmax_forward_numpy(x),
+                                                rtol=1e-12, atol=1e-14)),
+            "hits": sum(sum(d.stats.cache_hits.values()) for d in dispatchers),
+            "misses": sum(sum(d.stats.cache_misses.values()) for d in dispatchers),
+        }
+    print(json.dumps(report))
+
+
+def test_serial_and_parallel_compilations_stay_apart_in_the_on_disk_cache(tmp_path):
+    """numba files cached code under a function's qualified name and line, not its flags: if
+    the two compilations of one body shared that name, one would load the other's code (a
+    "parallel" kernel running on one thread). A cold run compiles and saves both, a warm run
+    must load both from the cache and still run the parallel one on two threads."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2",
+           "NUMBA_THREADING_LAYER": "workqueue"}  # static scheduling: each thread gets rows
+    code = "import test_numba_safety as t; t.run_both_compilations()"
+    for run, counter in (("cold", "misses"), ("warm", "hits")):
+        result = _run_child(code, env)
+        assert result.returncode == 0, result.stderr[-4000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["serial"]["threads"] == [0], (run, report)
+        assert len(report["parallel"]["threads"]) == 2, (run, report)
+        for variant in ("serial", "parallel"):
+            assert report[variant]["softmax_matches"], (run, variant)
+            assert report[variant][counter] == 2, (run, variant, report)  # both dispatchers
+            assert report[variant]["hits" if run == "cold" else "misses"] == 0, (run, report)
+

@@ -117,8 +117,8 @@ def test_serial_and_parallel_paths_agree_bitwise(dtype):
                (softmax_module._log_softmax_backward_kernel, (ly, grad))]
     for kernel, inputs in kernels:
         serial, parallel = np.empty_like(x), np.empty_like(x)
-        kernel(*inputs, serial, False)
-        kernel(*inputs, parallel, True)
+        kernel(*inputs, serial, parallel=False)
+        kernel(*inputs, parallel, parallel=True)
         np.testing.assert_array_equal(serial, parallel)
     assert not softmax_module._parallel(x)
     assert softmax_module._parallel(np.empty((2, softmax_module._PARALLEL_MIN_ELEMENTS // 2)))

@@ -26,11 +26,13 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, prange
 
-# Parameters with fewer elements than this are updated by the serial kernel.
+from .parallel import parallel_kernel
+
+# Parameters with fewer elements than this are updated serially.
 _PARALLEL_MIN_SIZE = 8192
 
 
-@njit(inline="always")
+@njit(cache=True, inline="always")
 def _adam_update(p, g, m, v, coeffs, lerp_from_start):
     """Update one element and return ``(p, m, v)``; formulas as in the module docstring."""
     (decay, coupled_wd, avg_weight, avg_complement, beta2, one_minus_beta2, neg_step_size,
@@ -47,15 +49,8 @@ def _adam_update(p, g, m, v, coeffs, lerp_from_start):
     return p, m, v
 
 
-@njit(cache=True)
-def _adam_kernel_serial(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
-    for i in range(param.size):
-        param[i], exp_avg[i], exp_avg_sq[i] = _adam_update(
-            param[i], grad[i], exp_avg[i], exp_avg_sq[i], coeffs, lerp_from_start)
-
-
-@njit(cache=True, parallel=True)
-def _adam_kernel_parallel(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
+@parallel_kernel
+def _adam_kernel(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
     for i in prange(param.size):
         param[i], exp_avg[i], exp_avg_sq[i] = _adam_update(
             param[i], grad[i], exp_avg[i], exp_avg_sq[i], coeffs, lerp_from_start)
@@ -141,10 +136,9 @@ def adamw_step(
         coeffs = (dtype(decay), dtype(coupled_wd), dtype(avg_weight),
                   dtype(1.0) - dtype(avg_weight), dtype(beta2), dtype(1.0 - beta2),
                   dtype(neg_step_size), dtype(bias_correction2_sqrt), dtype(eps))
-        kernel = _adam_kernel_parallel if param.size >= _PARALLEL_MIN_SIZE else (
-            _adam_kernel_serial)
-        kernel(param.reshape(-1), np.ascontiguousarray(grad).reshape(-1), exp_avg.reshape(-1),
-               exp_avg_sq.reshape(-1), coeffs, lerp_from_start)
+        _adam_kernel(param.reshape(-1), np.ascontiguousarray(grad).reshape(-1),
+                     exp_avg.reshape(-1), exp_avg_sq.reshape(-1), coeffs, lerp_from_start,
+                     parallel=param.size >= _PARALLEL_MIN_SIZE)
 
 
 def adamw_step_numpy(

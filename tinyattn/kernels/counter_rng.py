@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
+from .parallel import parallel_kernel
+
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _MIX_MUL_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_MUL_2 = np.uint64(0x94D049BB133111EB)
@@ -55,7 +57,7 @@ def state_to_uniform(state):
     return np.float64(state >> _SHIFT_11) * _TWO_POW_MINUS_53
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _dropout_keep_mask_kernel(seed, p, keep):
     n_batch, n_heads, n_queries, n_keys = keep.shape
     for bh in prange(n_batch * n_heads):

@@ -19,10 +19,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from .parallel import parallel_kernel
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing, loss, lse):
     n_rows, n_classes = logits.shape
     for i in prange(n_rows):
@@ -48,7 +50,7 @@ def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing,
             loss[i] = (1.0 - label_smoothing) * nll + label_smoothing * smooth
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, label_smoothing,
                                    dlogits):
     n_rows, n_classes = logits.shape

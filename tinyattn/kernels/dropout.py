@@ -3,31 +3,26 @@
 Element ``n`` (in C order) of a dropout call with seed ``s`` is kept when
 ``u(s, n) = top53(mix(s + (n + 1)·γ)) / 2⁵³ >= p`` (see :mod:`.counter_rng`), so the
 forward ``y = x ⊙ m / (1 − p)`` and the backward ``dx = g ⊙ m / (1 − p)`` are the *same*
-function of ``(seed, p)`` applied to ``x`` and to ``g``. Large inputs run in parallel over
-fixed chunks of elements; each element's value depends only on ``(seed, n)``, so results are
-identical for any thread count.
+function of ``(seed, p)`` applied to ``x`` and to ``g``. The elements are split into fixed
+chunks, run in parallel for large inputs and serially for small ones; each element's value
+depends only on ``(seed, n)``, so results are identical on either path and for any thread
+count.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from .counter_rng import fold_key, state_to_uniform, uniform_numpy
+from .parallel import parallel_kernel
 
 _CHUNK = 16384
 _PARALLEL_MIN = 1 << 20  # below this a parallel launch costs more than it saves
 
 
-@njit(cache=True)
-def _dropout_serial(x, seed, p, scale, out):
-    for n in range(x.size):
-        keep = state_to_uniform(fold_key(seed, n)) >= p
-        out[n] = x[n] * scale if keep else 0.0
-
-
-@njit(cache=True, parallel=True)
-def _dropout_parallel(x, seed, p, scale, out):
+@parallel_kernel
+def _dropout_kernel(x, seed, p, scale, out):
     size = x.size
     for chunk in prange((size + _CHUNK - 1) // _CHUNK):
         for n in range(chunk * _CHUNK, min(size, (chunk + 1) * _CHUNK)):
@@ -59,8 +54,8 @@ def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
     _check(x, seed, p)
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    kernel = _dropout_parallel if flat.size >= _PARALLEL_MIN else _dropout_serial
-    kernel(flat, np.uint64(seed), float(p), x.dtype.type(1.0 / (1.0 - p)), out)
+    _dropout_kernel(flat, np.uint64(seed), float(p), x.dtype.type(1.0 / (1.0 - p)), out,
+                    parallel=flat.size >= _PARALLEL_MIN)
     return out.reshape(x.shape)
 
 

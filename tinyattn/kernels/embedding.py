@@ -15,13 +15,15 @@ number of threads: the result is bitwise deterministic.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from .parallel import parallel_kernel
 
 # Columns per block of the backward scatter: 16 float32 = one 64-byte cache line.
 _COLUMN_BLOCK = 16
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _embedding_forward_kernel(weight, flat_indices, out):
     for p in prange(flat_indices.size):
         row = flat_indices[p]
@@ -29,7 +31,7 @@ def _embedding_forward_kernel(weight, flat_indices, out):
             out[p, j] = weight[row, j]
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _embedding_backward_kernel(grad, flat_indices, padding_idx, dweight):
     n_cols = dweight.shape[1]
     n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK

@@ -44,9 +44,10 @@ below the smallest result the dtype can hold.
   ``exp_float64`` of degree 13: exponent error ≤ 4.4e-16; measured relative error of ``y``
   ≤ 8.3e-15 on ``[−6, 6]``, ≤ 2.9e-13 down to ``x = −37`` (the rounding of ``x²`` dominates).
 
-Inputs of at least ``_PARALLEL_MIN_ELEMENTS`` elements are split into chunks run in parallel;
-smaller ones run serially, where waking the thread pool would cost more than the work. Each
-element is computed independently, so the result does not depend on the path.
+The elements are split into chunks of ``_CHUNK``, run in parallel for inputs of at least
+``_PARALLEL_MIN_ELEMENTS`` elements and serially for smaller ones, where waking the thread pool
+would cost more than the work. Each element is computed independently, so the result does not
+depend on the path.
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from numpy.polynomial import chebyshev
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
+from .parallel import parallel_kernel
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -274,15 +276,11 @@ def _gelu_span(x, grad, out, backward, exact, start, stop):
         _tanh_forward_span(x, out)
 
 
-@njit(cache=True, parallel=True)
-def _gelu_kernel(x, grad, out, backward, exact, parallel):
+@parallel_kernel
+def _gelu_kernel(x, grad, out, backward, exact):
     """Forward or backward (``backward``), exact or tanh form (``exact``), on all elements."""
-    if parallel:
-        for c in prange((x.size + _CHUNK - 1) // _CHUNK):
-            _gelu_span(x, grad, out, backward, exact, c * _CHUNK,
-                       min(x.size, (c + 1) * _CHUNK))
-    else:
-        _gelu_span(x, grad, out, backward, exact, 0, x.size)
+    for c in prange((x.size + _CHUNK - 1) // _CHUNK):
+        _gelu_span(x, grad, out, backward, exact, c * _CHUNK, min(x.size, (c + 1) * _CHUNK))
 
 
 def _check_input(name: str, label: str, x: np.ndarray) -> None:
@@ -302,7 +300,7 @@ def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray
     out = np.empty_like(flat)
     if flat.size:
         _gelu_kernel(flat, flat_grad, out, grad is not None, approximate == "none",
-                     flat.size >= _PARALLEL_MIN_ELEMENTS)
+                     parallel=flat.size >= _PARALLEL_MIN_ELEMENTS)
     return out.reshape(x.shape)
 
 

@@ -19,14 +19,16 @@ order, so the result is bitwise the same run to run and for any thread count.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from .parallel import parallel_kernel
 
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
 # order. It only needs to exceed the thread count of a laptop for good load balance.
 _MAX_ROW_CHUNKS = 32
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
     n_rows, n_cols = x.shape
     for i in prange(n_rows):
@@ -47,7 +49,7 @@ def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
             y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, n_chunks, dx, row_means,
                                 dweight_parts, dbias_parts):
     n_rows, n_cols = x.shape

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, prange
 
 from .exp import fast_exp
+from .parallel import parallel_kernel
 
 _PARALLEL_MIN_ELEMENTS = 32768  # below this a serial pass beats waking the thread pool
 
@@ -93,46 +94,29 @@ def _log_softmax_backward_row(y, grad, dx, i):
         dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
 
 
-# Each kernel walks the rows with prange when ``parallel`` is set and with a plain loop
-# otherwise: waking the thread pool costs more than a small input takes serially.
-@njit(cache=True, parallel=True)
-def _softmax_forward_kernel(x, y, parallel):
-    if parallel:
-        for i in prange(x.shape[0]):
-            _softmax_forward_row(x, y, i)
-    else:
-        for i in range(x.shape[0]):
-            _softmax_forward_row(x, y, i)
+# One body per kernel, compiled serial and parallel (see .parallel.parallel_kernel).
+@parallel_kernel
+def _softmax_forward_kernel(x, y):
+    for i in prange(x.shape[0]):
+        _softmax_forward_row(x, y, i)
 
 
-@njit(cache=True, parallel=True)
-def _softmax_backward_kernel(y, grad, dx, parallel):
-    if parallel:
-        for i in prange(y.shape[0]):
-            _softmax_backward_row(y, grad, dx, i)
-    else:
-        for i in range(y.shape[0]):
-            _softmax_backward_row(y, grad, dx, i)
+@parallel_kernel
+def _softmax_backward_kernel(y, grad, dx):
+    for i in prange(y.shape[0]):
+        _softmax_backward_row(y, grad, dx, i)
 
 
-@njit(cache=True, parallel=True)
-def _log_softmax_forward_kernel(x, y, parallel):
-    if parallel:
-        for i in prange(x.shape[0]):
-            _log_softmax_forward_row(x, y, i)
-    else:
-        for i in range(x.shape[0]):
-            _log_softmax_forward_row(x, y, i)
+@parallel_kernel
+def _log_softmax_forward_kernel(x, y):
+    for i in prange(x.shape[0]):
+        _log_softmax_forward_row(x, y, i)
 
 
-@njit(cache=True, parallel=True)
-def _log_softmax_backward_kernel(y, grad, dx, parallel):
-    if parallel:
-        for i in prange(y.shape[0]):
-            _log_softmax_backward_row(y, grad, dx, i)
-    else:
-        for i in range(y.shape[0]):
-            _log_softmax_backward_row(y, grad, dx, i)
+@parallel_kernel
+def _log_softmax_backward_kernel(y, grad, dx):
+    for i in prange(y.shape[0]):
+        _log_softmax_backward_row(y, grad, dx, i)
 
 
 def _parallel(rows: np.ndarray) -> bool:
@@ -174,7 +158,7 @@ def softmax_forward(x: np.ndarray) -> np.ndarray:
     """
     rows = _as_rows("softmax_forward", x)
     y = np.empty_like(rows)
-    _softmax_forward_kernel(rows, y, _parallel(rows))
+    _softmax_forward_kernel(rows, y, parallel=_parallel(rows))
     return y.reshape(x.shape)
 
 
@@ -182,7 +166,7 @@ def softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of softmax from its output ``y``: ``dx = y ⊙ (g − Σ g ⊙ y)`` per row."""
     y_rows, grad_rows = _as_row_pair("softmax_backward", y, grad)
     dx = np.empty_like(y_rows)
-    _softmax_backward_kernel(y_rows, grad_rows, dx, _parallel(y_rows))
+    _softmax_backward_kernel(y_rows, grad_rows, dx, parallel=_parallel(y_rows))
     return dx.reshape(y.shape)
 
 
@@ -196,7 +180,7 @@ def log_softmax_forward(x: np.ndarray) -> np.ndarray:
     """
     rows = _as_rows("log_softmax_forward", x)
     y = np.empty_like(rows)
-    _log_softmax_forward_kernel(rows, y, _parallel(rows))
+    _log_softmax_forward_kernel(rows, y, parallel=_parallel(rows))
     return y.reshape(x.shape)
 
 
@@ -204,7 +188,7 @@ def log_softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of log-softmax from its output: ``dx = g − e^y Σ g``; all ``-inf`` rows → 0."""
     y_rows, grad_rows = _as_row_pair("log_softmax_backward", y, grad)
     dx = np.empty_like(y_rows)
-    _log_softmax_backward_kernel(y_rows, grad_rows, dx, _parallel(y_rows))
+    _log_softmax_backward_kernel(y_rows, grad_rows, dx, parallel=_parallel(y_rows))
     return dx.reshape(y.shape)
 
 
