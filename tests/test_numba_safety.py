@@ -312,3 +312,91 @@ def test_serial_and_parallel_compilations_stay_apart_in_the_on_disk_cache(tmp_pa
             assert report[variant][counter] == 2, (run, variant, report)  # both dispatchers
             assert report[variant]["hits" if run == "cold" else "misses"] == 0, (run, report)
 
+
+def _parallel_wrapper_calls() -> list:
+    """One call of every kernel wrapper (but matmul and attention) on an input large enough
+    for its parallel path, each a function of no arguments returning arrays."""
+    from tinyattn.kernels import (
+        adamw,
+        counter_rng,
+        cross_entropy,
+        dropout,
+        embedding,
+        gelu,
+        layer_norm,
+        softmax,
+    )
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 1024)).astype(np.float32)  # 2**17 elements
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = (rng.standard_normal(1024).astype(np.float32) for _ in range(2))
+    target = rng.integers(0, 1024, 128)
+    indices = rng.integers(0, 128, (64, 64))
+    big = rng.standard_normal(1 << 20).astype(np.float32)
+
+    def adam():
+        param, exp_avg, exp_avg_sq = x.copy(), np.zeros_like(x), np.zeros_like(x)
+        adamw.adamw_step([param], [g], [exp_avg], [exp_avg_sq], 1, 1e-3, 0.9, 0.999, 1e-8,
+                         0.01, True)
+        return param, exp_avg, exp_avg_sq
+
+    def norm():
+        y, mean, rstd = layer_norm.layer_norm_forward(x, w, b, 1e-5)
+        return (y, *layer_norm.layer_norm_backward(g, x, w, mean, rstd))
+
+    def loss():
+        losses, lse = cross_entropy.cross_entropy_forward(x, target)
+        return losses, cross_entropy.cross_entropy_backward(x, target, lse, g[:, 0].copy())
+
+    return [
+        lambda: softmax.softmax_backward(softmax.softmax_forward(x), g),
+        lambda: softmax.log_softmax_backward(softmax.log_softmax_forward(x), g),
+        lambda: (gelu.gelu_forward(x), gelu.gelu_backward(x, g, "tanh")),
+        norm, loss, adam,
+        lambda: embedding.embedding_backward(embedding.embedding_forward(x, indices), indices,
+                                             128, 0),
+        lambda: dropout.dropout_apply(big, 3, 0.25),
+        lambda: counter_rng.dropout_keep_mask(5, 2, 4, 128, 128, 0.1),
+    ]
+
+
+def run_wrappers_from_two_threads(rounds: int = 8) -> None:
+    """Call every parallel kernel wrapper from two Python threads at once, ``rounds`` times
+    each, and check every result bitwise against a call from one thread."""
+    import threading
+
+    from tinyattn.kernels import parallel
+
+    def arrays(result):
+        return result if isinstance(result, tuple) else (result,)
+
+    calls = _parallel_wrapper_calls()
+    expected = [arrays(call()) for call in calls]
+    failures = []
+
+    def work():
+        for _ in range(rounds):
+            for k, call in enumerate(calls):
+                got = arrays(call())
+                if not all(np.array_equal(a, b) for a, b in zip(got, expected[k], strict=True)):
+                    failures.append(k)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(json.dumps({"layer": numba.threading_layer(), "failures": failures,
+                      "serialised": parallel.kernels_are_serialised()}))
+
+
+def test_kernel_wrappers_called_from_two_threads_on_workqueue_finish_and_match():
+    """``workqueue`` aborts the process when two threads launch parallel kernels at once;
+    every kernel wrapper holds ``kernel_section`` around its parallel launch, so the callers
+    need no lock of their own."""
+    env = {"NUMBA_NUM_THREADS": "2", "NUMBA_THREADING_LAYER": "workqueue"}
+    result = _run_child("import test_numba_safety as t; t.run_wrappers_from_two_threads()", env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"layer": "workqueue", "failures": [], "serialised": True}
