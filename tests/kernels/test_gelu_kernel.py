@@ -1,4 +1,4 @@
-"""GELU kernels: numpy twin, PyTorch parity, gradient check, erf accuracy, errors."""
+"""GELU kernels: numpy twin, PyTorch parity, gradient check, erf accuracy, preconditions."""
 
 import math
 
@@ -148,13 +148,12 @@ def test_gelu_is_bitwise_deterministic():
     np.testing.assert_array_equal(gelu_backward(x, x), gelu_backward(x, x))
 
 
-def test_gelu_rejects_bad_inputs():
-    with pytest.raises(ValueError, match="gelu_forward: approximate must be 'none' or 'tanh', "
-                                         "got 'erf'"):
-        gelu_forward(np.zeros(3), "erf")
-    with pytest.raises(TypeError, match="gelu_forward: x must be .* int64"):
-        gelu_forward(np.zeros(3, np.int64))
-    with pytest.raises(ValueError, match=r"gelu_backward: grad must match x, got grad \(4,\)"):
-        gelu_backward(np.zeros(3), np.zeros(4))
-    with pytest.raises(ValueError, match="gelu_backward: grad must match x"):
-        gelu_backward(np.zeros(3), np.zeros(3, np.float32))
+@pytest.mark.parametrize("call", [
+    lambda: gelu_forward(np.zeros(3), "erf"),
+    lambda: gelu_forward(np.zeros(3, np.int64)),
+    lambda: gelu_backward(np.zeros(3), np.zeros(4)),
+    lambda: gelu_backward(np.zeros(3), np.zeros(3, np.float32)),
+], ids=["approximate", "int64", "grad-shape", "grad-dtype"])
+def test_inputs_outside_the_preconditions_fail_an_assert(call):
+    with pytest.raises(AssertionError):
+        call()

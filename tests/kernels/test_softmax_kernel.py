@@ -124,12 +124,13 @@ def test_serial_and_parallel_paths_agree_bitwise(dtype):
     assert softmax_module._parallel(np.empty((2, softmax_module._PARALLEL_MIN_ELEMENTS // 2)))
 
 
-def test_bad_inputs_raise_naming_the_function():
-    with pytest.raises(ValueError, match="softmax_forward.*at least 1 dimension"):
-        softmax_forward(np.ones(()))
-    with pytest.raises(TypeError, match="log_softmax_forward.*float32 or float64"):
-        log_softmax_forward(np.ones(3, dtype=np.int64))
-    with pytest.raises(ValueError, match=r"softmax_backward.*\(2, 3\).*\(3, 2\)"):
-        softmax_backward(np.ones((2, 3)), np.ones((3, 2)))
-    with pytest.raises(ValueError, match="log_softmax_backward.*same shape and dtype"):
-        log_softmax_backward(np.ones(3), np.ones(3, dtype=np.float32))
+@pytest.mark.parametrize("call", [
+    lambda: softmax_forward(np.ones(())),
+    lambda: log_softmax_forward(np.ones(3, dtype=np.int64)),
+    lambda: softmax_forward(np.ones(3, dtype=np.float16)),
+    lambda: softmax_backward(np.ones((2, 3)), np.ones((3, 2))),
+    lambda: log_softmax_backward(np.ones(3), np.ones(3, dtype=np.float32)),
+], ids=["scalar", "int64", "float16", "grad-shape", "grad-dtype"])
+def test_inputs_outside_the_preconditions_fail_an_assert(call):
+    with pytest.raises(AssertionError):
+        call()

@@ -70,15 +70,6 @@ def _dropout_keep_mask_kernel(seed, p, keep):
                 keep[b, h, i, j] = state_to_uniform(fold_key(row_state, j)) >= p
 
 
-def _check_mask_args(name: str, seed: int, shape: tuple, p: float) -> None:
-    if not 0 <= int(seed) < 2**64:
-        raise ValueError(f"{name}: seed must be in [0, 2**64), got {seed}")
-    if len(shape) != 4 or any(int(n) < 0 for n in shape):
-        raise ValueError(f"{name}: expected four sizes (B, H, T, S) >= 0, got {shape}")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name}: dropout probability must be in [0, 1], got {p}")
-
-
 def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
     """Boolean keep-mask ``(B, H, T, S)`` of attention dropout: ``u(seed, b, h, i, j) >= p``.
 
@@ -104,7 +95,7 @@ def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np
     >>> bool((mask == dropout_keep_mask_numpy(7, 1, 1, 2, 3, 0.5)).all())
     True
     """
-    _check_mask_args("dropout_keep_mask", seed, (B, H, T, S), p)
+    assert 0 <= seed < 2**64 and 0.0 <= p <= 1.0, (seed, p)
     keep = np.empty((B, H, T, S), dtype=np.bool_)
     _dropout_keep_mask_kernel(np.uint64(seed), float(p), keep)
     return keep
@@ -132,6 +123,5 @@ def uniform_numpy(seed: int, *keys: np.ndarray | int) -> np.ndarray:
 
 def dropout_keep_mask_numpy(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
     """Plain-numpy twin of :func:`dropout_keep_mask`."""
-    _check_mask_args("dropout_keep_mask_numpy", seed, (B, H, T, S), p)
     b, h, i, j = np.ix_(np.arange(B), np.arange(H), np.arange(T), np.arange(S))
     return uniform_numpy(seed, b, h, i, j) >= p

@@ -24,8 +24,9 @@ import math
 import numpy as np
 from numba import njit, prange
 
+from . import FLOAT_DTYPES
 from .exp import fast_exp
-from .parallel import parallel_kernel
+from .parallel import ParallelKernel, parallel_kernel
 
 _PARALLEL_MIN_ELEMENTS = 32768  # below this a serial pass beats waking the thread pool
 
@@ -124,27 +125,29 @@ def _parallel(rows: np.ndarray) -> bool:
     return rows.shape[0] > 1 and rows.size >= _PARALLEL_MIN_ELEMENTS
 
 
-def _as_rows(name: str, x: np.ndarray) -> np.ndarray:
-    """Validate a float array of ndim >= 1 and view it as contiguous 2-D rows (N, C)."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: expected a numpy array, got {type(x).__name__}")
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
-    if x.ndim == 0:
-        raise ValueError(f"{name}: expected an array with at least 1 dimension, got shape ()")
+def _as_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` (float32 or float64, ndim >= 1) as contiguous 2-D rows (N, C)."""
+    assert x.dtype in FLOAT_DTYPES and x.ndim >= 1, (
+        f"float32 or float64, ndim >= 1 expected, got {x.dtype} {x.shape}")
     n_cols = x.shape[-1]
     return np.ascontiguousarray(x).reshape(x.size // n_cols if n_cols else 0, n_cols)
 
 
-def _as_row_pair(name: str, y: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    y_rows = _as_rows(name, y)
-    grad_rows = _as_rows(name, grad)
-    if y.shape != grad.shape or y.dtype != grad.dtype:
-        raise ValueError(
-            f"{name}: output {y.shape} {y.dtype} and grad {grad.shape} {grad.dtype} "
-            "must have the same shape and dtype"
-        )
-    return y_rows, grad_rows
+def _forward(kernel: ParallelKernel, x: np.ndarray) -> np.ndarray:
+    """Run a forward row kernel on the rows of ``x``; the result has the shape of ``x``."""
+    rows = _as_rows(x)
+    y = np.empty_like(rows)
+    kernel(rows, y, parallel=_parallel(rows))
+    return y.reshape(x.shape)
+
+
+def _backward(kernel: ParallelKernel, y: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """Run a backward row kernel on the output ``y`` and its gradient (same shape and dtype)."""
+    assert y.shape == grad.shape and y.dtype == grad.dtype, (y.shape, y.dtype, grad.dtype)
+    y_rows = _as_rows(y)
+    dx = np.empty_like(y_rows)
+    kernel(y_rows, _as_rows(grad), dx, parallel=_parallel(y_rows))
+    return dx.reshape(y.shape)
 
 
 def softmax_forward(x: np.ndarray) -> np.ndarray:
@@ -156,18 +159,12 @@ def softmax_forward(x: np.ndarray) -> np.ndarray:
     array([[0.25, 0.75],
            [0.  , 0.  ]])
     """
-    rows = _as_rows("softmax_forward", x)
-    y = np.empty_like(rows)
-    _softmax_forward_kernel(rows, y, parallel=_parallel(rows))
-    return y.reshape(x.shape)
+    return _forward(_softmax_forward_kernel, x)
 
 
 def softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of softmax from its output ``y``: ``dx = y ⊙ (g − Σ g ⊙ y)`` per row."""
-    y_rows, grad_rows = _as_row_pair("softmax_backward", y, grad)
-    dx = np.empty_like(y_rows)
-    _softmax_backward_kernel(y_rows, grad_rows, dx, parallel=_parallel(y_rows))
-    return dx.reshape(y.shape)
+    return _backward(_softmax_backward_kernel, y, grad)
 
 
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:
@@ -178,18 +175,12 @@ def log_softmax_forward(x: np.ndarray) -> np.ndarray:
     >>> np.exp(log_softmax_forward(np.array([0.0, np.log(3.0)]))).round(6)
     array([0.25, 0.75])
     """
-    rows = _as_rows("log_softmax_forward", x)
-    y = np.empty_like(rows)
-    _log_softmax_forward_kernel(rows, y, parallel=_parallel(rows))
-    return y.reshape(x.shape)
+    return _forward(_log_softmax_forward_kernel, x)
 
 
 def log_softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of log-softmax from its output: ``dx = g − e^y Σ g``; all ``-inf`` rows → 0."""
-    y_rows, grad_rows = _as_row_pair("log_softmax_backward", y, grad)
-    dx = np.empty_like(y_rows)
-    _log_softmax_backward_kernel(y_rows, grad_rows, dx, parallel=_parallel(y_rows))
-    return dx.reshape(y.shape)
+    return _backward(_log_softmax_backward_kernel, y, grad)
 
 
 def softmax_forward_numpy(x: np.ndarray) -> np.ndarray:
