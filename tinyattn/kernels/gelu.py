@@ -327,13 +327,12 @@ def gelu_backward(x: np.ndarray, grad: np.ndarray, approximate: str = "none") ->
 
     Parameters
     ----------
-    x : ndarray, the forward input, float32 or float64
+    x, approximate : as for :func:`gelu_forward`
     grad : ndarray, upstream gradient, same shape and dtype as ``x``
-    approximate : {'none', 'tanh'}
 
     Returns
     -------
-    ndarray, same shape and dtype as ``x``.
+    dx : ndarray, same shape and dtype as ``x``.
 
     Examples
     --------

@@ -40,84 +40,66 @@ def _row_max(x, i):
     return m
 
 
-@njit(cache=True)
-def _softmax_forward_row(x, y, i):
-    m = x.dtype.type(_row_max(x, i))
-    if m == -np.inf:
-        y[i, :] = 0.0
-        return
+@njit(cache=True, inline="always")
+def _exp_shifted_row(x, y, i, m):
+    """Write ``e^(x[i] − m)`` into ``y[i]`` and return its sum, accumulated in float64."""
     for j in range(x.shape[1]):
         y[i, j] = fast_exp(x[i, j] - m)
     total = 0.0
     for j in range(x.shape[1]):
         total += y[i, j]
-    inv_total = x.dtype.type(1.0 / total)
-    for j in range(x.shape[1]):
-        y[i, j] *= inv_total
+    return total
 
 
-@njit(cache=True)
-def _softmax_backward_row(y, grad, dx, i):
-    dot = 0.0
-    for j in range(y.shape[1]):
-        dot += grad[i, j] * y[i, j]
-    row_dot = y.dtype.type(dot)
-    for j in range(y.shape[1]):
-        dx[i, j] = y[i, j] * (grad[i, j] - row_dot)
-
-
-@njit(cache=True)
-def _log_softmax_forward_row(x, y, i):
-    m = x.dtype.type(_row_max(x, i))
-    if m == -np.inf:
-        y[i, :] = -np.inf
-        return
-    for j in range(x.shape[1]):
-        y[i, j] = fast_exp(x[i, j] - m)  # scratch: the shifted exponentials
-    total = 0.0
-    for j in range(x.shape[1]):
-        total += y[i, j]
-    log_total = x.dtype.type(math.log(total))
-    for j in range(x.shape[1]):
-        y[i, j] = (x[i, j] - m) - log_total  # shift first: m + log(total) would round away
-
-
-@njit(cache=True)
-def _log_softmax_backward_row(y, grad, dx, i):
-    if _row_max(y, i) == -np.inf:
-        dx[i, :] = 0.0
-        return
-    total = 0.0
-    for j in range(y.shape[1]):
-        total += grad[i, j]
-    grad_sum = y.dtype.type(total)
-    for j in range(y.shape[1]):
-        dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
-
-
-# One body per kernel, compiled serial and parallel (see .parallel.parallel_kernel).
+# Each kernel is one body over independent rows, compiled serial and parallel.
 @parallel_kernel
 def _softmax_forward_kernel(x, y):
     for i in prange(x.shape[0]):
-        _softmax_forward_row(x, y, i)
+        m = x.dtype.type(_row_max(x, i))
+        if m == -np.inf:
+            y[i, :] = 0.0
+            continue
+        inv_total = x.dtype.type(1.0 / _exp_shifted_row(x, y, i, m))
+        for j in range(x.shape[1]):
+            y[i, j] *= inv_total
 
 
 @parallel_kernel
 def _softmax_backward_kernel(y, grad, dx):
     for i in prange(y.shape[0]):
-        _softmax_backward_row(y, grad, dx, i)
+        dot = 0.0
+        for j in range(y.shape[1]):
+            dot += grad[i, j] * y[i, j]
+        row_dot = y.dtype.type(dot)
+        for j in range(y.shape[1]):
+            dx[i, j] = y[i, j] * (grad[i, j] - row_dot)
 
 
 @parallel_kernel
 def _log_softmax_forward_kernel(x, y):
     for i in prange(x.shape[0]):
-        _log_softmax_forward_row(x, y, i)
+        m = x.dtype.type(_row_max(x, i))
+        if m == -np.inf:
+            y[i, :] = -np.inf
+            continue
+        # y[i] holds the shifted exponentials until it is overwritten below
+        log_total = x.dtype.type(math.log(_exp_shifted_row(x, y, i, m)))
+        for j in range(x.shape[1]):
+            y[i, j] = (x[i, j] - m) - log_total  # shift first: m + log(total) would round away
 
 
 @parallel_kernel
 def _log_softmax_backward_kernel(y, grad, dx):
     for i in prange(y.shape[0]):
-        _log_softmax_backward_row(y, grad, dx, i)
+        if _row_max(y, i) == -np.inf:
+            dx[i, :] = 0.0
+            continue
+        total = 0.0
+        for j in range(y.shape[1]):
+            total += grad[i, j]
+        grad_sum = y.dtype.type(total)
+        for j in range(y.shape[1]):
+            dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
 
 
 def _parallel(rows: np.ndarray) -> bool:
