@@ -59,8 +59,9 @@ from numba import njit, prange, types
 from numba.extending import overload
 from numpy.polynomial import chebyshev
 
-# exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from . import FLOAT_DTYPES
+
+# exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
 from .parallel import parallel_kernel
 
