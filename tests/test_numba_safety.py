@@ -22,7 +22,12 @@ import numpy as np
 import pytest
 from numba import prange
 
-from tinyattn.kernels.parallel import parallel_kernel
+from tinyattn.kernels.parallel import (
+    ELEMENTS_PER_CHUNK,
+    chunk_bounds,
+    element_chunks,
+    parallel_kernel,
+)
 
 TESTS_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = TESTS_DIR.parent
@@ -262,6 +267,21 @@ def _thread_of_each_row(threads):
     """Record which numba thread ran each row."""
     for i in prange(threads.shape[0]):
         threads[i] = numba.get_thread_id()
+
+
+@pytest.mark.parametrize("size", [1, 5, 16384, 16385, 100_000])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_element_chunks_tile_the_range_exactly(size, parallel):
+    n_chunks = element_chunks(size, parallel)
+    bounds = [chunk_bounds(chunk, n_chunks, size) for chunk in range(n_chunks)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == size
+    assert all(stop == next_start for (_, stop), (next_start, _) in zip(bounds, bounds[1:]))
+    lengths = [stop - start for start, stop in bounds]
+    assert max(lengths) - min(lengths) <= 1
+    if parallel:
+        assert n_chunks == -(-size // ELEMENTS_PER_CHUNK) and max(lengths) <= ELEMENTS_PER_CHUNK
+    else:
+        assert n_chunks == 1
 
 
 def run_both_compilations() -> None:

@@ -15,6 +15,7 @@ from tinyattn.kernels.gelu import (
     gelu_forward,
     gelu_forward_numpy,
 )
+from tinyattn.kernels.parallel import ELEMENTS_PER_CHUNK, element_chunks
 
 APPROXIMATIONS = ("none", "tanh")
 # float32: the twin's tanh/erf (numpy SIMD, math.erf) and the kernel's differ by a few ulps,
@@ -106,12 +107,13 @@ def test_float32_exact_gelu_flushes_to_zero_only_below_its_smallest_normal_resul
 @pytest.mark.parametrize("backward", [False, True])
 def test_serial_and_parallel_paths_agree_bitwise(dtype, approximate, backward):
     rng = np.random.default_rng(4)
-    x = (rng.standard_normal(3 * gelu._CHUNK + 5) * 3).astype(dtype)
+    x = (rng.standard_normal(3 * ELEMENTS_PER_CHUNK + 5) * 3).astype(dtype)
     grad = rng.standard_normal(x.shape).astype(dtype)
     outputs = []
     for parallel in (False, True):
         out = np.empty_like(x)
-        gelu._gelu_kernel(x, grad, out, backward, approximate == "none", parallel=parallel)
+        gelu._gelu_kernel(x, grad, out, backward, approximate == "none",
+                          element_chunks(x.size, parallel), parallel=parallel)
         outputs.append(out)
     np.testing.assert_array_equal(outputs[0], outputs[1])
     want = gelu_backward_numpy(x, grad, approximate) if backward else gelu_forward_numpy(

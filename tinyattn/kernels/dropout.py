@@ -3,32 +3,40 @@
 Element ``n`` (in C order) of a dropout call with seed ``s`` is kept when
 ``u(s, n) = top53(mix(s + (n + 1)·γ)) / 2⁵³ >= p`` (see :mod:`.counter_rng`), so the
 forward ``y = x ⊙ m / (1 − p)`` and the backward ``dx = g ⊙ m / (1 − p)`` are the *same*
-function of ``(seed, p)`` applied to ``x`` and to ``g``. The elements are split into fixed
-chunks, run in parallel for large inputs and serially for small ones; each element's value
-depends only on ``(seed, n)``, so results are identical on either path and for any thread
-count.
+function of ``(seed, p)`` applied to ``x`` and to ``g``. Large inputs are split into chunks
+run in parallel, small ones run in one serial pass; each element's value depends only on
+``(seed, n)``, so results are identical on either path and for any thread count.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from . import FLOAT_DTYPES
 from .counter_rng import fold_key, state_to_uniform, uniform_numpy
-from .parallel import parallel_kernel
+from .parallel import chunk_bounds, element_chunks, parallel_kernel
 
-_CHUNK = 16384
 _PARALLEL_MIN = 1 << 20  # below this a parallel launch costs more than it saves
 
 
+@njit(cache=True)
+def _dropout_span(x, seed, p, scale, out, first):
+    """Elements ``n = first, first + 1, ...`` of the call, given as views that start at 0: an
+    index that may be negative would need a wraparound select per element, which keeps the
+    compiler from vectorising the loop (``n`` is counted alongside for the same reason)."""
+    n = first
+    for k in range(x.size):
+        keep = state_to_uniform(fold_key(seed, n)) >= p
+        out[k] = x[k] * scale if keep else 0.0
+        n += 1
+
+
 @parallel_kernel
-def _dropout_kernel(x, seed, p, scale, out):
-    size = x.size
-    for chunk in prange((size + _CHUNK - 1) // _CHUNK):
-        for n in range(chunk * _CHUNK, min(size, (chunk + 1) * _CHUNK)):
-            keep = state_to_uniform(fold_key(seed, n)) >= p
-            out[n] = x[n] * scale if keep else 0.0
+def _dropout_kernel(x, seed, p, scale, out, n_chunks):
+    for chunk in prange(n_chunks):
+        start, stop = chunk_bounds(chunk, n_chunks, x.size)
+        _dropout_span(x[start:stop], seed, p, scale, out[start:stop], start)
 
 
 def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
@@ -47,8 +55,9 @@ def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
     assert 0 <= seed < 2**64 and 0.0 <= p < 1.0, (seed, p)
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
+    parallel = flat.size >= _PARALLEL_MIN
     _dropout_kernel(flat, np.uint64(seed), float(p), x.dtype.type(1.0 / (1.0 - p)), out,
-                    parallel=flat.size >= _PARALLEL_MIN)
+                    element_chunks(flat.size, parallel), parallel=parallel)
     return out.reshape(x.shape)
 
 

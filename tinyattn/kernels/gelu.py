@@ -44,10 +44,9 @@ below the smallest result the dtype can hold.
   ``exp_float64`` of degree 13: exponent error ≤ 4.4e-16; measured relative error of ``y``
   ≤ 8.3e-15 on ``[−6, 6]``, ≤ 2.9e-13 down to ``x = −37`` (the rounding of ``x²`` dominates).
 
-The elements are split into chunks of ``_CHUNK``, run in parallel for inputs of at least
-``_PARALLEL_MIN_ELEMENTS`` elements and serially for smaller ones, where waking the thread pool
-would cost more than the work. Each element is computed independently, so the result does not
-depend on the path.
+Inputs of at least ``_PARALLEL_MIN_ELEMENTS`` elements are split into chunks run in parallel;
+smaller ones run in one serial pass, where waking the thread pool would cost more than the work.
+Each element is computed independently, so the result does not depend on the path.
 """
 
 from __future__ import annotations
@@ -63,14 +62,13 @@ from . import FLOAT_DTYPES
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
-from .parallel import parallel_kernel
+from .parallel import chunk_bounds, element_chunks, parallel_kernel
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_CUBIC = 0.044715
 _APPROXIMATIONS = ("none", "tanh")
-_CHUNK = 16384
 _PARALLEL_MIN_ELEMENTS = 65536
 
 # Chebyshev coefficients of Q (module docstring) per dtype, fitted on a <= A.
@@ -279,10 +277,11 @@ def _gelu_span(x, grad, out, backward, exact, start, stop):
 
 
 @parallel_kernel
-def _gelu_kernel(x, grad, out, backward, exact):
+def _gelu_kernel(x, grad, out, backward, exact, n_chunks):
     """Forward or backward (``backward``), exact or tanh form (``exact``), on all elements."""
-    for c in prange((x.size + _CHUNK - 1) // _CHUNK):
-        _gelu_span(x, grad, out, backward, exact, c * _CHUNK, min(x.size, (c + 1) * _CHUNK))
+    for chunk in prange(n_chunks):
+        start, stop = chunk_bounds(chunk, n_chunks, x.size)
+        _gelu_span(x, grad, out, backward, exact, start, stop)
 
 
 def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray:
@@ -295,8 +294,9 @@ def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray
     flat_grad = flat if grad is None else np.ascontiguousarray(grad).reshape(-1)
     out = np.empty_like(flat)
     if flat.size:
+        parallel = flat.size >= _PARALLEL_MIN_ELEMENTS
         _gelu_kernel(flat, flat_grad, out, grad is not None, approximate == "none",
-                     parallel=flat.size >= _PARALLEL_MIN_ELEMENTS)
+                     element_chunks(flat.size, parallel), parallel=parallel)
     return out.reshape(x.shape)
 
 

@@ -160,3 +160,27 @@ def parallel_kernel(body: Callable | None = None, /, **options: Any) -> Any:
     if body is None:
         return functools.partial(ParallelKernel, **options)
     return ParallelKernel(body, **options)
+
+
+#: Elements per chunk when an elementwise kernel runs in parallel (64 KiB of float32).
+ELEMENTS_PER_CHUNK = 16384
+
+
+def element_chunks(size: int, parallel: bool) -> int:
+    """How many chunks an elementwise kernel splits ``size`` elements into: one when it runs
+    serially (one pass, no per-chunk overhead), else chunks of about :data:`ELEMENTS_PER_CHUNK`
+    for the threads to share.
+
+    Examples
+    --------
+    >>> element_chunks(100_000, parallel=False), element_chunks(100_000, parallel=True)
+    (1, 7)
+    """
+    return max(1, -(-size // ELEMENTS_PER_CHUNK)) if parallel else 1
+
+
+@njit(cache=True, inline="always")
+def chunk_bounds(chunk, n_chunks, size):
+    """``(start, stop)`` of chunk ``chunk`` when ``range(size)`` is cut into ``n_chunks``
+    near-equal chunks."""
+    return chunk * size // n_chunks, (chunk + 1) * size // n_chunks
