@@ -70,7 +70,7 @@ def type_(self: Tensor, dtype: Any = None) -> Any:
     """With no argument the type name (``'tinyattn.FloatTensor'``); else ``to(dtype)``."""
     if dtype is None:
         names = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-                 "bool": "Bool", "float16": "Half", "uint8": "Byte", "int8": "Char",
+                 "bool": "Bool", "uint8": "Byte", "int8": "Char",
                  "int16": "Short"}
         return f"tinyattn.{names[self.dtype.name]}Tensor"
     return ops.cast(self, dtype)
@@ -171,7 +171,7 @@ def bind() -> None:
     Tensor.view_as = lambda self, other: ops.view(self, other.shape)
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
     for name, dtype in (("float", dtypes.float32), ("double", dtypes.float64),
-                        ("half", dtypes.float16), ("long", dtypes.int64),
+                        ("long", dtypes.int64),
                         ("int", dtypes.int32), ("bool", dtypes.bool_)):
         setattr(Tensor, name, _cast_method(dtype))
     Tensor.cpu = lambda self: self

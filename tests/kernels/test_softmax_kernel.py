@@ -134,3 +134,22 @@ def test_serial_and_parallel_paths_agree_bitwise(dtype):
 def test_inputs_outside_the_preconditions_fail_an_assert(call):
     with pytest.raises(AssertionError):
         call()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_nan_makes_its_whole_row_nan_while_a_fully_masked_row_stays_zero(dtype):
+    from tinyattn.kernels.softmax import (
+        log_softmax_backward,
+        log_softmax_forward,
+        softmax_forward,
+        softmax_forward_numpy,
+    )
+
+    x = np.array([[1.0, np.nan, 2.0], [np.nan] * 3, [-np.inf] * 3, [0.5, 1.0, -1.0]], dtype)
+    y = softmax_forward(x)
+    assert np.isnan(y[:2]).all() and (y[2] == 0).all() and np.isfinite(y[3]).all()
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(softmax_forward_numpy(x)))
+    logs = log_softmax_forward(x)
+    assert np.isnan(logs[:2]).all() and np.isneginf(logs[2]).all()
+    grads = log_softmax_backward(logs, np.ones_like(logs))
+    assert np.isnan(grads[:2]).all() and (grads[2] == 0).all()

@@ -8,7 +8,8 @@ For a row ``x`` with ``m = max x`` (the shift keeps ``e^(x−m) <= 1``, so huge 
 
 A row that is entirely ``-inf`` (a fully masked row) has no defined softmax; here its softmax
 is all zeros and its gradient zero (PyTorch returns NaN), and its log-softmax is ``-inf``
-everywhere with a zero gradient (PyTorch returns NaN for both).
+everywhere with a zero gradient (PyTorch returns NaN for both). A NaN anywhere in a row makes
+the whole row NaN, as in PyTorch.
 
 The kernels run in parallel over rows when the input has at least
 ``_PARALLEL_MIN_ELEMENTS`` elements and serially below that, where waking the thread pool would
@@ -41,6 +42,17 @@ def _row_max(x, i):
 
 
 @njit(cache=True, inline="always")
+def _fully_masked(x, i, m):
+    """Whether row ``i`` (of maximum ``m``, NaN ignored) is all ``-inf``: no NaN in it either."""
+    if m != -np.inf:
+        return False
+    for j in range(x.shape[1]):
+        if x[i, j] != x[i, j]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
 def _exp_shifted_row(x, y, i, m):
     """Write ``e^(x[i] − m)`` into ``y[i]`` and return its sum, accumulated in float64."""
     for j in range(x.shape[1]):
@@ -56,7 +68,7 @@ def _exp_shifted_row(x, y, i, m):
 def _softmax_forward_kernel(x, y):
     for i in prange(x.shape[0]):
         m = x.dtype.type(_row_max(x, i))
-        if m == -np.inf:
+        if _fully_masked(x, i, m):
             y[i, :] = 0.0
             continue
         inv_total = x.dtype.type(1.0 / _exp_shifted_row(x, y, i, m))
@@ -79,7 +91,7 @@ def _softmax_backward_kernel(y, grad, dx):
 def _log_softmax_forward_kernel(x, y):
     for i in prange(x.shape[0]):
         m = x.dtype.type(_row_max(x, i))
-        if m == -np.inf:
+        if _fully_masked(x, i, m):
             y[i, :] = -np.inf
             continue
         # y[i] holds the shifted exponentials until it is overwritten below
@@ -91,7 +103,7 @@ def _log_softmax_forward_kernel(x, y):
 @parallel_kernel
 def _log_softmax_backward_kernel(y, grad, dx):
     for i in prange(y.shape[0]):
-        if _row_max(y, i) == -np.inf:
+        if _fully_masked(y, i, _row_max(y, i)):
             dx[i, :] = 0.0
             continue
         total = 0.0
