@@ -47,7 +47,7 @@ CASES = [
     ("cat-empty", lambda: ta.cat([]), ValueError, r"cat: expected a non-empty sequence"),
     ("split-sections", lambda: X.split([1, 1], dim=1), ValueError,
      r"split: sections \[1, 1\] must be non-negative and sum to the size 3"),
-    ("chunk-zero", lambda: X.chunk(0), ValueError, r"chunk: chunks must be a positive int, got 0"),
+    ("chunk-zero", lambda: X.chunk(0), ValueError, r"chunk: chunks must be an int >= 1, got 0"),
     ("getitem-out-of-range", lambda: X[5], IndexError,
      r"getitem on a tensor of shape \(2, 3\): index 5 is out of bounds for axis 0 with size 2"),
     ("getitem-negative-out-of-range", lambda: X[:, -4], IndexError,
