@@ -1,0 +1,32 @@
+"""Study tools: watch, check and explain one backward pass through attention.
+
+=====================  ==============================================================
+module                 what it gives
+=====================  ==============================================================
+``trace.py``           :func:`trace`: the gradient norms every op saw in one backward
+``dot.py``             :func:`to_dot`, :func:`render`: the graph as Graphviz DOT / SVG
+``check.py``           :func:`check_graph`: every node's backward vs finite differences
+``explain.py``         :func:`explain`: the symbolic gradient path to a tensor
+``ledger.py``          :func:`memory_ledger`: every array saved for backward
+``plots.py``           heatmaps and curves (matplotlib, optional)
+``table.py``           reports as text tables and Jupyter HTML
+``graph.py``           walking a recorded graph (node numbering shared by every tool)
+=====================  ==============================================================
+
+Every tool numbers the nodes of a graph the same way (``#0`` produced the output), refuses a
+tensor that is not in a graph or a graph freed by ``backward`` with a clear error, and prints as
+a plain-text table (an HTML table in Jupyter).
+"""
+
+from .check import CheckReport, NodeCheck, check_graph
+from .dot import DotGraph, render, to_dot
+from .explain import ExplainStep, Explanation, explain
+from .ledger import MemoryLedger, SavedArray, memory_ledger
+from .plots import plot_attention, plot_losses
+from .trace import Trace, TraceRow, trace
+
+__all__ = [
+    "CheckReport", "DotGraph", "ExplainStep", "Explanation", "MemoryLedger", "NodeCheck",
+    "SavedArray", "Trace", "TraceRow", "check_graph", "explain", "memory_ledger",
+    "plot_attention", "plot_losses", "render", "to_dot", "trace",
+]
