@@ -214,6 +214,19 @@ def test_reports_render_as_html_tables_and_stay_text_elsewhere(leaves):
     assert "<" not in str(record)
 
 
+def test_a_tensor_renders_as_an_html_table_in_jupyter():
+    t = ta.tensor([[1.0, 2.5], [3.0, 4.0]], requires_grad=True)
+    table = t._repr_html_()
+    assert "tensor of shape (2, 2), float32, requires_grad=True" in table
+    assert [c for c in re.findall(r"<td>([^<]*)</td>", table)] == ["1.0000", "2.5000",
+                                                                   "3.0000", "4.0000"]
+    assert repr(t).startswith("tensor([[1.0000, 2.5000],")
+    wide = ta.zeros(3, 40)._repr_html_()
+    assert wide.count("<th>") == 9 and "…" in wide  # 8 columns and the ellipsis
+    cube = ta.zeros(2, 2, 2)._repr_html_()
+    assert cube.startswith("<p>tensor of shape (2, 2, 2)") and "<pre>tensor(" in cube
+
+
 def test_without_a_path_plots_return_the_figure():
     pytest.importorskip("matplotlib")
     from matplotlib.figure import Figure
