@@ -21,7 +21,7 @@ Row = Sequence[str]
 
 
 def text_table(header: Row, rows: Sequence[Row]) -> str:
-    """An aligned text table: the first column right-aligned, the others left-aligned.
+    """An aligned text table, left-aligned but for a first column of numbers (right-aligned).
 
     Examples
     --------
@@ -32,9 +32,10 @@ def text_table(header: Row, rows: Sequence[Row]) -> str:
     1  MatMul
     """
     widths = [max(len(line[c]) for line in [header, *rows]) for c in range(len(header))]
+    numbered = all(row[0].isdigit() for row in rows)
     lines = []
     for line in [header, *rows]:
-        cells = [line[0].rjust(widths[0])]
+        cells = [line[0].rjust(widths[0]) if numbered else line[0].ljust(widths[0])]
         cells += [cell.ljust(width) for cell, width in zip(line[1:], widths[1:])]
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
