@@ -8,6 +8,8 @@ module                 what it gives
 ``check.py``           :func:`check_graph`: every node's backward vs finite differences
 ``explain.py``         :func:`explain`: the symbolic gradient path to a tensor
 ``ledger.py``          :func:`memory_ledger`: every array saved for backward
+``gradients.py``       :func:`attention_gradients`: P, dP, dS per layer and head; rollout
+``saturation.py``      softmax saturation statistics and the scale lab
 ``plots.py``           heatmaps and curves (matplotlib, optional)
 ``table.py``           reports as text tables and Jupyter HTML
 ``graph.py``           walking a recorded graph (node numbering shared by every tool)
@@ -21,12 +23,40 @@ a plain-text table (an HTML table in Jupyter).
 from .check import CheckReport, NodeCheck, check_graph
 from .dot import DotGraph, render, to_dot
 from .explain import ExplainStep, Explanation, explain
+from .gradients import (
+    AttentionGradients,
+    GradientRollout,
+    LayerGradients,
+    attention_gradients,
+    gradient_rollout,
+)
 from .ledger import MemoryLedger, SavedArray, memory_ledger
-from .plots import plot_attention, plot_losses
+from .plots import (
+    plot_attention,
+    plot_attention_gradients,
+    plot_gradient_rollout,
+    plot_losses,
+    plot_scale_lab,
+)
+from .saturation import (
+    HeadSaturation,
+    SaturationReport,
+    ScaleLab,
+    ScaleRecord,
+    row_entropy,
+    saturation,
+    scale_lab,
+    softmax_gain,
+    standard_scales,
+)
 from .trace import Trace, TraceRow, trace
 
 __all__ = [
-    "CheckReport", "DotGraph", "ExplainStep", "Explanation", "MemoryLedger", "NodeCheck",
-    "SavedArray", "Trace", "TraceRow", "check_graph", "explain", "memory_ledger",
-    "plot_attention", "plot_losses", "render", "to_dot", "trace",
+    "AttentionGradients", "CheckReport", "DotGraph", "ExplainStep", "Explanation",
+    "GradientRollout", "HeadSaturation", "LayerGradients", "MemoryLedger", "NodeCheck",
+    "SaturationReport", "SavedArray", "ScaleLab", "ScaleRecord", "Trace", "TraceRow",
+    "attention_gradients", "check_graph", "explain", "gradient_rollout", "memory_ledger",
+    "plot_attention", "plot_attention_gradients", "plot_gradient_rollout", "plot_losses",
+    "plot_scale_lab", "render", "row_entropy", "saturation", "scale_lab",
+    "softmax_gain", "standard_scales", "to_dot", "trace",
 ]

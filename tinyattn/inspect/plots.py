@@ -1,5 +1,5 @@
-"""Pictures with matplotlib (optional: ``pip install 'tinyattn[viz]'``): attention heatmaps and
-loss curves.
+"""Pictures with matplotlib (optional: ``pip install 'tinyattn[viz]'``): attention heatmaps, loss
+curves, gradient-routing maps and the scale lab's curves.
 
 Every function draws on the non-interactive Agg canvas (no display needed, no global pyplot
 state), saves to ``path`` when one is given and returns the matplotlib Figure otherwise, which
@@ -19,6 +19,9 @@ from ..tensor import Tensor
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from .gradients import AttentionGradients, GradientRollout
+    from .saturation import ScaleLab
 
 
 def new_figure(width: float, height: float) -> Figure:
@@ -155,3 +158,136 @@ def plot_losses(
         ax.set_title(title)
     return finish(figure, path)
 
+
+def _labels(tokens: Sequence[str] | None, count: int, op: str) -> list[str]:
+    if tokens is None:
+        return [str(i) for i in range(count)]
+    if len(tokens) != count:
+        raise ValueError(f"{op}: {count} positions need {count} token labels, got {len(tokens)}")
+    return list(tokens)
+
+
+def plot_attention_gradients(
+    maps: AttentionGradients,
+    path: str | os.PathLike | None = None,
+    example: int = 0,
+    layers: Sequence[int] | None = None,
+    tokens: Sequence[str] | None = None,
+    title: str | None = None,
+) -> Path | Figure:
+    """Draw ``P``, ``dP`` and ``dS`` side by side: one row per layer and head.
+
+    ``P`` in viridis from 0; ``dP`` and ``dS`` on a red-blue scale centred at 0 (red where
+    raising the entry would raise the loss), each panel with its own range.
+
+    Parameters
+    ----------
+    maps : AttentionGradients
+        From :func:`tinyattn.inspect.attention_gradients`.
+    path : str or PathLike, optional
+        Where to save the picture; without it the Figure is returned.
+    example : int
+        Which sequence of the batch to draw.
+    layers : sequence of int, optional
+        Which layers (default all).
+    tokens : sequence of str, optional
+        Labels of the positions (keys and queries of self-attention).
+    """
+    op = "plot_attention_gradients"
+    chosen = range(len(maps.layers)) if layers is None else list(layers)
+    if not len(chosen):
+        raise ValueError(f"{op}: no layer to draw")
+    for layer in chosen:
+        if not 0 <= layer < len(maps.layers):
+            raise IndexError(f"{op}: layer {layer} is out of range for {len(maps.layers)} layers")
+    batch = maps.layers[0].P.shape[0]
+    if not 0 <= example < batch:
+        raise IndexError(f"{op}: example {example} is out of range for a batch of {batch}")
+    panels = [(maps.layers[layer], h) for layer in chosen
+              for h in range(maps.layers[layer].P.shape[1])]
+    n_queries, n_keys = panels[0][0].P.shape[-2:]
+    key_labels = _labels(tokens, n_keys, op)
+    query_labels = key_labels if n_queries == n_keys else [str(i) for i in range(n_queries)]
+    side = 0.16 * max(n_queries, n_keys) + 1.2
+    figure = new_figure(3 * side + 1.5, len(panels) * side + (0.5 if title else 0.0))
+    axes = figure.subplots(len(panels), 3, squeeze=False)
+    for row, (layer, h) in enumerate(panels):
+        for col, (label, array) in enumerate((("P", layer.P), ("dP", layer.dP),
+                                              ("dS", layer.dS))):
+            values = np.asarray(array[example, h], dtype=np.float64)
+            ax = axes[row, col]
+            if col == 0:
+                image = ax.imshow(values, cmap="viridis", vmin=0.0,
+                                  vmax=max(float(values.max()), 1e-12))
+            else:
+                bound = max(float(np.abs(values).max()), 1e-30)
+                image = ax.imshow(values, cmap="RdBu_r", vmin=-bound, vmax=bound)
+            figure.colorbar(image, ax=ax, shrink=0.8)
+            ax.set_title(f"{layer.name} head {h}: {label}", fontsize=8)
+            ax.set_xticks(range(n_keys), key_labels, rotation=90, fontsize=6)
+            ax.set_yticks(range(n_queries), query_labels, fontsize=6)
+    if title:
+        figure.suptitle(title)
+    return finish(figure, path)
+
+
+def plot_gradient_rollout(
+    rollout: GradientRollout, path: str | os.PathLike | None = None,
+    tokens: Sequence[str] | None = None, title: str | None = None,
+) -> Path | Figure:
+    """Draw a gradient rollout: the ``(T, T)`` matrix, and per layer the gradient each input
+    position receives through each head."""
+    T = rollout.matrix.shape[0]
+    labels = _labels(tokens, T, "plot_gradient_rollout")
+    L, H, _ = rollout.per_head.shape
+    figure = new_figure(4.5 + 3.2 * L, 3.8 + (0.4 if title else 0.0))
+    axes = figure.subplots(1, L + 1, squeeze=False)[0]
+    image = axes[0].imshow(rollout.matrix, cmap="viridis")
+    figure.colorbar(image, ax=axes[0], shrink=0.8)
+    axes[0].set_title("rollout R (query × input position)", fontsize=8)
+    axes[0].set_xticks(range(T), labels, rotation=90, fontsize=6)
+    axes[0].set_yticks(range(T), labels, fontsize=6)
+    width = 0.8 / H
+    for layer in range(L):
+        ax = axes[layer + 1]
+        for h in range(H):
+            ax.bar(np.arange(T) + h * width - 0.4 + width / 2, rollout.per_head[layer, h],
+                   width, label=f"head {h}")
+        ax.set_title(f"{rollout.layers[layer]}: gradient received", fontsize=8)
+        ax.set_xticks(range(T), labels, rotation=90, fontsize=6)
+        ax.legend(fontsize=6)
+    if title:
+        figure.suptitle(title)
+    return finish(figure, path)
+
+
+SCALE_PANELS = (("entropy", "row entropy of P (nats)"), ("gain", "λ_max of diag(p) − ppᵀ"),
+                ("grad_ratio", "|dS| / |dP|"), ("grad_q", "|dW_q| per head"),
+                ("grad_k", "|dW_k| per head"))
+
+
+def plot_scale_lab(lab: ScaleLab, path: str | os.PathLike | None = None,
+                   title: str | None = None) -> Path | Figure:
+    """Draw the scale lab: each statistic (mean over heads) per scale — bars for one step,
+    curves over the steps otherwise."""
+    figure = new_figure(3.2 * len(SCALE_PANELS), 3.4 + (0.4 if title else 0.0))
+    axes = figure.subplots(1, len(SCALE_PANELS), squeeze=False)[0]
+    labels = [label for label, _ in lab.scales]
+    for ax, (key, name) in zip(axes, SCALE_PANELS):
+        if lab.steps == 1:
+            ax.bar(range(len(labels)), [lab.means(label, 0)[key] for label in labels])
+            ax.set_xticks(range(len(labels)), labels)
+            ax.set_xlabel("scale of q·k")
+        else:
+            for label in labels:
+                ax.plot(range(lab.steps), [lab.means(label, s)[key] for s in range(lab.steps)],
+                        marker="o", ms=2, label=label)
+            ax.set_xlabel("step")
+            ax.legend(fontsize=7, title="scale", title_fontsize=7)
+        if key in ("grad_q", "grad_k"):
+            ax.set_yscale("log")
+        ax.set_title(name, fontsize=9)
+        ax.grid(True, alpha=0.3)
+    if title:
+        figure.suptitle(title)
+    return finish(figure, path)
