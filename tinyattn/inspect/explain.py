@@ -85,6 +85,9 @@ class Explanation:
         lines += [f"  {step}" for step in self.steps]
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        return f"<Explanation {self.formula}>"
+
     def _repr_html_(self) -> str:
         import html
 
@@ -218,7 +221,7 @@ def _attention_roles(order: list[Context], labels: dict[int, str]) -> None:
         while isinstance(scores, Context) and scores.name in ("MaskedFill", "Add", "Mul",
                                                                "Div"):
             other = scores.inputs[1] if len(scores.inputs) > 1 else None
-            if scores.name in ("Mul", "Div") and other is not None and other.ndim == 0:
+            if scores.name == "Mul" and other is not None and other.ndim == 0:
                 labels.setdefault(_key(scores, 1), "s" + sub)
             scores = scores.edges[0]
         if isinstance(scores, Context) and scores.name == "MatMul":

@@ -91,7 +91,7 @@ class MemoryLedger(TableReport):
         return (f"{len(self.entries)} saved arrays: {_size(self.total_bytes)} in total, "
                 f"{_size(self.distinct_bytes)} distinct memory; growing with T² "
                 f"(attention lengths: {lengths}): {_size(self.quadratic_bytes)} in "
-                f"{quadratic} arrays")
+                f"{quadratic} array{'' if quadratic == 1 else 's'}")
 
     def __repr__(self) -> str:
         return f"<MemoryLedger of {len(self.entries)} arrays, {_size(self.distinct_bytes)}>"

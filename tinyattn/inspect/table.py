@@ -93,6 +93,9 @@ class TableReport:
     def _repr_html_(self) -> str:
         return html_table(self.table_header(), self.table_rows(), self.summary(), self.marked())
 
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {len(self.table_rows())} rows>"
+
 
 def shape_text(shape: Sequence[int]) -> str:
     """``(2, 3)`` for a shape (no trailing comma for one dim)."""
