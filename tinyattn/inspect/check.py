@@ -283,7 +283,6 @@ def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
         scale = max(float(np.max(np.abs(numeric), initial=0.0)),
                     float(np.max(np.abs(exact), initial=0.0)), 1e-30)
         errors = np.abs(exact - numeric)
-        errors[np.isnan(errors)] = np.inf
         worst_abs = max(worst_abs, float(np.max(errors, initial=0.0)))
         worst_rel = max(worst_rel, float(np.max(errors, initial=0.0)) / scale)
         bad = np.flatnonzero(errors > atol * scale + rtol * np.abs(numeric))
@@ -292,10 +291,14 @@ def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
         kinks = [k for k in bad if _at_kink(loss, x, probes[k], eps, exact[k],
                                             atol * scale)]
         if len(kinks) < bad.size:
-            where = "element" if x.size <= max_elements else "random direction"
-            k = next(k for k in bad if k not in kinks)
+            k = max((k for k in bad if k not in kinks), key=lambda k: errors[k])
+            if x.size <= max_elements:
+                element = np.unravel_index(np.flatnonzero(movable)[k], x.shape)
+                where = f"element {tuple(int(i) for i in element)}"
+            else:
+                where = f"random direction {k}"
             return result("FAIL", f"input {slot} disagrees at {bad.size - len(kinks)} of "
-                                  f"{len(probes)} probes (worst {where} {int(k)}: analytic "
+                                  f"{len(probes)} probes (worst at {where}: analytic "
                                   f"{exact[k]:.4g}, numeric {numeric[k]:.4g})",
                           (worst_abs, worst_rel))
         status, note = "kink", f"input {slot}: {len(kinks)} probes at a kink"
