@@ -1,13 +1,46 @@
 """Bring your own backward: the stubs, the grader, and one wrong solution per diagnosis."""
 
-from pathlib import Path
+import re
 
 import pytest
 
 from tinyattn.cli import main
 from tinyattn.exercises import EXERCISES
 
-SOLUTIONS = Path(__file__).parent / "exercise_solutions"
+# the body of each stub's backward, written out (the stub's own first line stays)
+SOLUTIONS = {
+    "softmax": """\
+    return y * (dy - (dy * y).sum(axis=-1, keepdims=True))
+""",
+    "layer_norm": """\
+    g = dy * weight
+    dx = (g - g.mean(axis=-1, keepdims=True)
+          - x_hat * (g * x_hat).mean(axis=-1, keepdims=True)) * rstd
+    rows = tuple(range(dy.ndim - 1))
+    return dx, (dy * x_hat).sum(axis=rows), dy.sum(axis=rows)
+""",
+    "attention_head": """\
+    dv = np.swapaxes(p, -1, -2) @ d_out
+    dp = d_out @ np.swapaxes(v, -1, -2)
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    dq = s * ds @ k
+    dk = s * np.swapaxes(ds, -1, -2) @ q
+    return dq, dk, dv
+""",
+    "cross_entropy": """\
+    delta = probs.copy()
+    delta[np.arange(len(targets)), targets] -= 1.0
+    return delta / len(targets) * d_loss
+""",
+    "dropout_attention": """\
+    dv = np.swapaxes(dropped, -1, -2) @ d_out
+    dp = (d_out @ np.swapaxes(v, -1, -2)) * keep / (1.0 - p)
+    ds = weights * (dp - (dp * weights).sum(axis=-1, keepdims=True))
+    dq = s * ds @ k
+    dk = s * np.swapaxes(ds, -1, -2) @ q
+    return dq, dk, dv
+""",
+}
 
 
 def run(capsys, *argv):
@@ -15,12 +48,17 @@ def run(capsys, *argv):
     return status, capsys.readouterr().out
 
 
-def variant(tmp_path, name, old, new):
-    """The correct solution of ``name`` with the line ``old`` replaced by ``new``."""
-    text = (SOLUTIONS / f"{name}.py").read_text()
-    assert old in text, f"{old!r} is not in the solution of {name}"
+def solution(tmp_path, name, old=None, new=None):
+    """The stub of ``name`` with its backward written out (and ``old`` replaced by ``new``)."""
+    text, count = re.subn(r"    raise NotImplementedError\(.*\)\n", lambda _: SOLUTIONS[name],
+                          EXERCISES[name].stub)
+    assert count == 1
+    if old is not None:
+        assert old in text, f"{old!r} is not in the solution of {name}"
+        text = text.replace(old, new)
+    tmp_path.mkdir(exist_ok=True)
     path = tmp_path / f"{name}.py"
-    path.write_text(text.replace(old, new))
+    path.write_text(text)
     return path
 
 
@@ -39,7 +77,7 @@ def test_a_fresh_stub_is_graded_as_not_written_and_the_solution_passes(name, tmp
     status, out = run(capsys, "check", str(tmp_path / f"{name}.py"))
     assert status == 1 and "backward is not written yet" in out and out.rstrip().endswith(
         "FAILED")
-    status, out = run(capsys, "check", str(SOLUTIONS / f"{name}.py"))
+    status, out = run(capsys, "check", str(solution(tmp_path / "solved", name)))
     assert status == 0, out
     assert out.rstrip().endswith("with finite differences") and "PASSED: all 3 cases" in out
     assert out.count("  ok") == 3 * len(EXERCISES[name].inputs)
@@ -78,7 +116,7 @@ MISTAKES = [
 @pytest.mark.parametrize("name, old, new, diagnosis", MISTAKES,
                          ids=[f"{m[0]}: {m[3][:40]}" for m in MISTAKES])
 def test_each_known_mistake_is_diagnosed(name, old, new, diagnosis, tmp_path, capsys):
-    status, out = run(capsys, "check", str(variant(tmp_path, name, old, new)))
+    status, out = run(capsys, "check", str(solution(tmp_path, name, old, new)))
     assert status == 1
     assert "FAIL: " in out and out.rstrip().endswith("FAILED")
     diagnoses = [line for line in out.splitlines() if "diagnosis: " in line]
@@ -86,14 +124,14 @@ def test_each_known_mistake_is_diagnosed(name, old, new, diagnosis, tmp_path, ca
 
 
 def test_general_slips_are_diagnosed(tmp_path, capsys):
-    path = variant(tmp_path, "layer_norm", "    g = dy * weight\n    dx = (",
-                   "    g = dy * weight\n    dx = 2.0 * (")
+    path = solution(tmp_path, "layer_norm", "    g = dy * weight\n    dx = (",
+                    "    g = dy * weight\n    dx = 2.0 * (")
     status, out = run(capsys, "check", str(path))
     assert status == 1 and "diagnosis: dx is off by a constant factor 2" in out
-    path = variant(tmp_path, "softmax", "    return y * (", "    return -y * (")
+    path = solution(tmp_path, "softmax", "    return y * (", "    return -y * (")
     assert "diagnosis: dx has the opposite sign" in run(capsys, "check", str(path))[1]
-    path = variant(tmp_path, "layer_norm", "    return dx, (dy * x_hat).sum(axis=rows)",
-                   "    return dx, (dy * x_hat).sum(axis=rows, keepdims=True)")
+    path = solution(tmp_path, "layer_norm", "    return dx, (dy * x_hat).sum(axis=rows)",
+                    "    return dx, (dy * x_hat).sum(axis=rows, keepdims=True)")
     out = run(capsys, "check", str(path))[1]
     assert "dweight has shape (1, 6), expected (6,)" in out
 

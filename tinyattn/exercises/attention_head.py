@@ -6,7 +6,7 @@ import numpy as np
 
 from ..functional.attention import scaled_dot_product_attention
 from ..tensor import Tensor
-from .exercise import Case, Exercise, Mistake, causal, softmax_rows, swap
+from .exercise import Case, Exercise, Mistake, attention_weights, swap
 
 STUB = '''"""Exercise: the backward pass of one attention head — dQ, dK and dV.
 
@@ -69,11 +69,7 @@ def _reference(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
 def _intermediates(case: Case, d_out: np.ndarray) -> dict[str, np.ndarray]:
     """The quantities of the correct backward, for building the wrong ones."""
     q, k, v = (case.arrays[n] for n in "qkv")
-    s = 1.0 / np.sqrt(q.shape[-1])
-    scores = s * q @ swap(k)
-    if case.options["causal"]:
-        scores = np.where(causal(*scores.shape[-2:]), scores, -np.inf)
-    p = softmax_rows(scores)
+    p, s = attention_weights(q, k, case.options["causal"])
     dp = d_out @ swap(v)
     ds = p * (dp - (dp * p).sum(-1, keepdims=True))
     return {"q": q, "k": k, "p": p, "s": s, "dp": dp, "ds": ds, "dv": swap(p) @ d_out}

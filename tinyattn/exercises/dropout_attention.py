@@ -6,7 +6,7 @@ import numpy as np
 
 from ..ops import masked_fill, matmul, softmax
 from ..tensor import Tensor
-from .exercise import Case, Exercise, Mistake, causal, softmax_rows, swap
+from .exercise import Case, Exercise, Mistake, attention_weights, swap
 
 STUB = '''"""Exercise: the backward pass of attention with dropout on the weights.
 
@@ -76,11 +76,7 @@ def _mistake(mask_in_dp: bool = True, mask_in_dv: bool = True, rescale: bool = T
     def gradients(case: Case, d_out: np.ndarray) -> dict[str, np.ndarray]:
         q, k, v = (case.arrays[n] for n in "qkv")
         keep, drop = case.options["keep"], case.options["p"]
-        s = 1.0 / np.sqrt(q.shape[-1])
-        scores = s * q @ swap(k)
-        if case.options["causal"]:
-            scores = np.where(causal(*scores.shape[-2:]), scores, -np.inf)
-        weights = softmax_rows(scores)
+        weights, s = attention_weights(q, k, case.options["causal"])
         factors = keep / (1.0 - drop)
         dw = d_out @ swap(v)
         dp = (dw * (factors if rescale else keep)) if mask_in_dp else dw

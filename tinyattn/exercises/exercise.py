@@ -65,6 +65,16 @@ def softmax_rows(scores: np.ndarray) -> np.ndarray:
     return shifted / shifted.sum(axis=-1, keepdims=True)
 
 
+def attention_weights(q: np.ndarray, k: np.ndarray, is_causal: bool) -> tuple[np.ndarray, float]:
+    """``(P, s)``: ``P = softmax(s · q kᵀ)`` (−inf above the diagonal when causal), ``s = 1/√D``
+    — the forward the attention exercises' mistakes start from."""
+    s = 1.0 / np.sqrt(q.shape[-1])
+    scores = s * q @ swap(k)  # (..., T, S)
+    if is_causal:
+        scores = np.where(causal(*scores.shape[-2:]), scores, -np.inf)
+    return softmax_rows(scores), s
+
+
 def swap(a: np.ndarray) -> np.ndarray:
     """The transpose of the last two axes."""
     return np.swapaxes(a, -1, -2)
