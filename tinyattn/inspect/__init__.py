@@ -7,6 +7,7 @@ module                 what it gives
 ``dot.py``             :func:`to_dot`, :func:`render`: the graph as Graphviz DOT / SVG
 ``check.py``           :func:`check_graph`: every node's backward vs finite differences
 ``explain.py``         :func:`explain`: the symbolic gradient path to a tensor
+``formulas.py``        how each op's chain-rule step is written for ``explain``
 ``ledger.py``          :func:`memory_ledger`: every array saved for backward
 ``gradients.py``       :func:`attention_gradients`: P, dP, dS per layer and head; rollout
 ``saturation.py``      softmax saturation statistics and the scale lab
