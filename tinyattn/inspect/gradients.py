@@ -170,7 +170,7 @@ def _softmax_output(weights: Tensor) -> Tensor:
     return tensor
 
 
-def run_loss(model: Module, batch: Any, loss_fn: LossFn | None, op: str) -> tuple[Any, Tensor]:
+def _run_loss(model: Module, batch: Any, loss_fn: LossFn | None, op: str) -> tuple[Any, Tensor]:
     """Call ``model(*batch)`` and reduce its output to the loss: ``loss_fn(output)``, or the
     second item of an ``(output, loss)`` pair, or the output itself when it is a scalar."""
     args = batch if isinstance(batch, tuple) else (batch,)
@@ -225,7 +225,7 @@ def attention_gradients(model: Module, batch: Any, loss_fn: LossFn | None = None
     multi_head = {name: isinstance(layer, MultiHeadAttention) for name, layer, _ in layers}
     store: list[tuple[str, int | None, Tensor]] = []
     with _weights_recorded(layers, store):
-        _, loss = run_loss(model, batch, loss_fn, op)
+        _, loss = _run_loss(model, batch, loss_fn, op)
     if not store:
         raise RuntimeError(f"{op}: no attention layer was called during the forward pass")
     weights = [_softmax_output(w) for _, _, w in store]

@@ -19,7 +19,7 @@ softmax saturates and the gradient to the queries and keys collapses.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -31,13 +31,7 @@ from ..nn.module import Module
 from ..ops.attention import default_scale
 from ..optim import AdamW
 from ..tensor import Tensor
-from .gradients import (
-    AttentionGradients,
-    LossFn,
-    attention_gradients,
-    attention_layers,
-    run_loss,
-)
+from .gradients import AttentionGradients, LossFn, attention_gradients, attention_layers
 from .table import Row, TableReport
 
 
@@ -202,14 +196,13 @@ def standard_scales(head_size: int, factor: float | None = None) -> list[tuple[s
 
 
 def scale_lab(model: Module, batch: Any, scales: Sequence[tuple[str, float]],
-              loss_fn: LossFn | None = None, steps: int = 1, lr: float = 3e-3,
-              on_step: Callable[[str, int], None] | None = None) -> ScaleLab:
+              loss_fn: LossFn | None = None, steps: int = 1, lr: float = 3e-3) -> ScaleLab:
     """Run the same batch with the attention scores scaled by each factor and record, per
     head and step, the saturation statistics and the gradient reaching ``W_q`` and ``W_k``.
 
     Every setting starts from the model's current weights; weights and ``.grad`` are restored
     afterwards. With ``steps > 1`` each setting also trains on the batch (AdamW, ``lr``),
-    recording every step before its update.
+    recording every step before its update (one forward and one backward pass per step).
 
     Parameters
     ----------
@@ -242,14 +235,12 @@ def scale_lab(model: Module, batch: Any, scales: Sequence[tuple[str, float]],
             model.load_state_dict(initial)
             optimizer = AdamW(model.parameters(), lr=lr) if steps > 1 else None
             for step in range(steps):
-                records += _measure(model, layers, batch, loss_fn, label, factor, step)
-                if on_step is not None:
-                    on_step(label, step)
-                if optimizer is not None and step < steps - 1:
-                    optimizer.zero_grad()
-                    with _scores_scaled(layers, factor):
-                        _, loss = run_loss(model, batch, loss_fn, op)
-                    loss.backward()
+                measured, grads_now = _measure(model, layers, batch, loss_fn, label, factor,
+                                               step)
+                records += measured
+                if optimizer is not None and step < steps - 1:  # train on what was measured
+                    for param, grad in zip(model.parameters(), grads_now):
+                        param.grad = Tensor(grad)
                     optimizer.step()
     finally:
         model.load_state_dict(initial)
@@ -279,19 +270,23 @@ def _scores_scaled(layers: list, factor: float) -> Iterator[None]:
 
 
 def _measure(model: Module, layers: list, batch: Any, loss_fn: LossFn | None, label: str,
-             factor: float, step: int) -> list[ScaleRecord]:
-    weights = [t for _, layer in layers for t in (layer.q_proj.weight, layer.k_proj.weight)]
+             factor: float, step: int) -> tuple[list[ScaleRecord], list[np.ndarray]]:
+    """The records of one setting and step, and the gradient of every parameter (one forward
+    and one backward pass)."""
+    params = list(model.parameters())
+    position = {id(p): i for i, p in enumerate(params)}
     with _scores_scaled(layers, factor):
-        maps = attention_gradients(model, batch, loss_fn, extra=weights)
-    report = saturation(maps)
+        maps = attention_gradients(model, batch, loss_fn, extra=params)
+    by_name = dict(layers)
     records = []
-    for (name, layer), lg, i in zip(layers, maps.layers, range(0, len(weights), 2)):
-        D, group = layer.d_head, layer.num_heads // layer.num_kv_heads
-        grad_q, grad_k = maps.extra[i], maps.extra[i + 1]  # head h: rows h·D:(h+1)·D
-        for stats in (s for s in report.heads if s.layer == lg.name):
-            h, kv = stats.head, stats.head // group
-            records.append(ScaleRecord(
-                label, factor, step, name, h, maps.loss, stats.entropy, stats.gain,
-                stats.grad_ratio, float(np.linalg.norm(grad_q[h * D:(h + 1) * D])),
-                float(np.linalg.norm(grad_k[kv * D:(kv + 1) * D]))))
-    return records
+    for stats in saturation(maps).heads:
+        layer = by_name[stats.layer.split(" (call ")[0]]
+        D, h = layer.d_head, stats.head
+        kv = h // (layer.num_heads // layer.num_kv_heads)  # the key head that query head h reads
+        grad_q = maps.extra[position[id(layer.q_proj.weight)]]  # head h: rows h·D:(h+1)·D
+        grad_k = maps.extra[position[id(layer.k_proj.weight)]]
+        records.append(ScaleRecord(
+            label, factor, step, stats.layer, h, maps.loss, stats.entropy, stats.gain,
+            stats.grad_ratio, float(np.linalg.norm(grad_q[h * D:(h + 1) * D])),
+            float(np.linalg.norm(grad_k[kv * D:(kv + 1) * D]))))
+    return records, maps.extra
