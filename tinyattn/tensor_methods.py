@@ -157,6 +157,13 @@ def _stride(self: Tensor, dim: int | None = None) -> Any:
                                                                           self.ndim)]
 
 
+def _repr_html_(self: Tensor) -> str:
+    """The tensor as an HTML table, which Jupyter shows (``repr`` stays the plain text)."""
+    from .inspect.table import tensor_html
+
+    return tensor_html(self)
+
+
 def bind() -> None:
     """Attach every method to :class:`Tensor` (done once, on import)."""
     for name in _FUNCTIONS:
@@ -192,6 +199,7 @@ def bind() -> None:
     Tensor.new_empty = _new(np.zeros)
     Tensor.new_full = _new_full
     Tensor.new_tensor = _new_tensor
+    Tensor._repr_html_ = _repr_html_
 
 
 bind()
