@@ -372,8 +372,8 @@ def test_attention_dropout_only_in_training_mode():
     "build, match",
     [
         (lambda: ta.nn.MultiHeadAttention(10, 3), "10 must be divisible by num_heads 3"),
-        (lambda: ta.nn.MultiHeadAttention(0, 1), "embed_dim must be a positive int"),
-        (lambda: ta.nn.MultiHeadAttention(4, -2), "num_heads must be a positive int"),
+        (lambda: ta.nn.MultiHeadAttention(0, 1), "embed_dim must be an int >= 1"),
+        (lambda: ta.nn.MultiHeadAttention(4, -2), "num_heads must be an int >= 1"),
         (lambda: ta.nn.MultiHeadAttention(4, 2, dropout=1.5), r"dropout .* \[0, 1\]"),
         (lambda: ta.nn.SelfAttention(4, 0), "d_out"),
         (lambda: ta.nn.MultiHeadAttentionWrapper(4, 2, 0), "num_heads"),

@@ -1,5 +1,6 @@
-"""tinyattn.inspect: backward traces, DOT export, and plots."""
+"""tinyattn.inspect: backward traces, DOT export, plots, and how reports render."""
 
+import os
 import re
 import sys
 
@@ -138,7 +139,7 @@ def test_to_dot_after_a_freeing_backward_says_what_to_do(leaves):
 
 
 def test_render_without_graphviz_writes_the_dot_file(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(inspect.shutil, "which", lambda name: None)
+    monkeypatch.setattr(inspect.dot.shutil, "which", lambda name: None)
     written = inspect.render("digraph { a -> b }", tmp_path / "graph.png")
     assert written == tmp_path / "graph.dot"
     assert written.read_text().strip() == "digraph { a -> b }"
@@ -182,3 +183,53 @@ def test_plotting_without_matplotlib_says_how_to_install_it(tmp_path, monkeypatc
         monkeypatch.setitem(sys.modules, name, None)
     with pytest.raises(ImportError, match=r"pip install 'tinyattn\[viz\]'"):
         inspect.plot_losses({"train": [(1, 1.0)]}, tmp_path / "loss.png")
+
+
+def test_a_graph_shows_inline_as_svg_with_graphviz(tmp_path, monkeypatch):
+    fake_dot = tmp_path / "dot"  # stands in for Graphviz: reads DOT, writes an SVG document
+    fake_dot.write_text("#!/bin/sh\ncat > /dev/null\n"
+                        "printf '<?xml version=\"1.0\"?>\\n<svg><g>graph</g></svg>\\n'\n")
+    fake_dot.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    x = ta.ones(2, 2, requires_grad=True)
+    dot = inspect.to_dot((x * x).sum())
+    assert isinstance(dot, str) and dot.startswith("digraph")
+    assert dot._repr_html_() == "<svg><g>graph</g></svg>\n"
+
+
+def test_without_graphviz_a_graph_shows_its_dot_text_and_how_to_install(monkeypatch):
+    monkeypatch.setattr(inspect.dot.shutil, "which", lambda name: None)
+    x = ta.ones(2, 2, requires_grad=True)
+    dot = inspect.to_dot((x * x).sum())
+    html = dot._repr_html_()
+    assert "install Graphviz" in html and "<pre>digraph tinyattn {" in html
+    assert "#0 Sum" in html
+
+
+def test_reports_render_as_html_tables_and_stay_text_elsewhere(leaves):
+    loss, _ = attention_graph(*fresh(leaves), COTANGENT)
+    record = inspect.trace(loss)
+    html = record._repr_html_()
+    assert html.startswith("<table") and html.count("<tr") == 1 + len(record)
+    assert "<" not in str(record)
+
+
+def test_a_tensor_renders_as_an_html_table_in_jupyter():
+    t = ta.tensor([[1.0, 2.5], [3.0, 4.0]], requires_grad=True)
+    table = t._repr_html_()
+    assert "tensor of shape (2, 2), float32, requires_grad=True" in table
+    assert [c for c in re.findall(r"<td>([^<]*)</td>", table)] == ["1.0000", "2.5000",
+                                                                   "3.0000", "4.0000"]
+    assert repr(t).startswith("tensor([[1.0000, 2.5000],")
+    wide = ta.zeros(3, 40)._repr_html_()
+    assert wide.count("<th>") == 9 and "…" in wide  # 8 columns and the ellipsis
+    cube = ta.zeros(2, 2, 2)._repr_html_()
+    assert cube.startswith("<p>tensor of shape (2, 2, 2)") and "<pre>tensor(" in cube
+
+
+def test_without_a_path_plots_return_the_figure():
+    pytest.importorskip("matplotlib")
+    from matplotlib.figure import Figure
+
+    figure = inspect.plot_attention(np.full((2, 2), 0.5), ["a", "b"])
+    assert isinstance(figure, Figure) and len(figure.axes) == 2  # the panel and its colorbar

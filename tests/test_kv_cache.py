@@ -117,7 +117,7 @@ def test_kv_cache_keeps_the_last_positions_when_sliding():
     (lambda: ta.nn.KVCache(4).update(ta.randn(1, 2, 3, 4), ta.randn(1, 3, 3, 4)),
      r"KVCache.update: key and value must be"),
     (lambda: _fill(ta.nn.KVCache(8), 2, 1, heads=(2, 1)), r"do not match the cached"),
-    (lambda: ta.nn.KVCache(-1), r"KVCache: max_length must be a non-negative int"),
+    (lambda: ta.nn.KVCache(-1), r"KVCache: max_length must be an int >= 0, got -1"),
     (lambda: _model()(ta.tensor([[1] * 6]), cache=_primed(_model(), 3)),
      r"TransformerLM: sequence length 6 after the 3 cached positions exceeds context_length 8"),
     (lambda: ta.nn.MultiHeadAttention(8, 2)(ta.randn(1, 3, 8), ta.randn(1, 3, 8),

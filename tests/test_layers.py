@@ -104,7 +104,7 @@ def test_embedding_gradcheck_with_the_table_as_input():
 def test_embedding_rejects_bad_sizes_and_indices():
     with pytest.raises(ValueError, match="Embedding: padding_idx 7 is out of range"):
         nn.Embedding(5, 2, padding_idx=7)
-    with pytest.raises(ValueError, match="num_embeddings must be a positive int"):
+    with pytest.raises(ValueError, match="num_embeddings must be an int >= 1"):
         nn.Embedding(0, 2)
     with pytest.raises(IndexError, match="index 5 is out of range"):
         nn.Embedding(5, 2)(ta.tensor([5]))
@@ -127,7 +127,7 @@ def test_dropout_layer_follows_train_and_eval():
 
 
 def test_dropout_layer_rejects_probability_outside_unit_interval():
-    with pytest.raises(ValueError, match="Dropout: dropout probability p must be in"):
+    with pytest.raises(ValueError, match="Dropout: dropout probability p must be a number in"):
         nn.Dropout(p=1.2)
 
 

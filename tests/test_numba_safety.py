@@ -1,4 +1,5 @@
-"""Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, and
+"""Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, the
+serial and parallel compilations of one kernel kept apart in numba's on-disk cache, and
 tinyattn called from two Python threads at once.
 
 Each check runs in a fresh interpreter: the numba environment variables are read when numba
@@ -16,8 +17,17 @@ import sys
 import tempfile
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
+from numba import prange
+
+from tinyattn.kernels.parallel import (
+    ELEMENTS_PER_CHUNK,
+    chunk_bounds,
+    element_chunks,
+    parallel_kernel,
+)
 
 TESTS_DIR = Path(__file__).resolve().parent
 PROJECT_ROOT = TESTS_DIR.parent
@@ -250,3 +260,163 @@ def test_two_python_threads_running_a_model_do_not_abort_and_match_one_thread(la
     else:
         assert line in ("layer tbb locked False", "layer omp locked False",
                         "layer workqueue locked True")
+
+
+@parallel_kernel
+def _thread_of_each_row(threads):
+    """Record which numba thread ran each row."""
+    for i in prange(threads.shape[0]):
+        threads[i] = numba.get_thread_id()
+
+
+@pytest.mark.parametrize("size", [1, 5, 16384, 16385, 100_000])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_element_chunks_tile_the_range_exactly(size, parallel):
+    n_chunks = element_chunks(size, parallel)
+    bounds = [chunk_bounds(chunk, n_chunks, size) for chunk in range(n_chunks)]
+    assert bounds[0][0] == 0 and bounds[-1][1] == size
+    assert all(stop == next_start for (_, stop), (next_start, _) in zip(bounds, bounds[1:]))
+    lengths = [stop - start for start, stop in bounds]
+    assert max(lengths) - min(lengths) <= 1
+    if parallel:
+        assert n_chunks == -(-size // ELEMENTS_PER_CHUNK) and max(lengths) <= ELEMENTS_PER_CHUNK
+    else:
+        assert n_chunks == 1
+
+
+def run_both_compilations() -> None:
+    """Run the serial and the parallel compilation of a probe kernel and of a softmax kernel.
+
+    Prints one JSON object per compilation: the numba threads that ran the probe's rows,
+    whether the softmax matched its numpy twin, and the cache hits and misses of the two
+    dispatchers (a hit: loaded from numba's on-disk cache instead of compiled).
+    """
+    from tinyattn.kernels import softmax
+
+    numba.set_num_threads(2)  # starts the pool, which get_thread_id needs even serially
+    x = np.random.default_rng(0).standard_normal((64, 33))
+    report = {}
+    for variant in ("serial", "parallel"):
+        threads = np.full(64, -1, dtype=np.int64)
+        _thread_of_each_row(threads, parallel=variant == "parallel")
+        y = np.empty_like(x)
+        softmax._softmax_forward_kernel(x, y, parallel=variant == "parallel")
+        dispatchers = (getattr(_thread_of_each_row, variant),
+                       getattr(softmax._softmax_forward_kernel, variant))
+        report[variant] = {
+            "threads": sorted(set(threads.tolist())),
+            "softmax_matches": bool(np.allclose(y, softmax.softmax_forward_numpy(x),
+                                                rtol=1e-12, atol=1e-14)),
+            "hits": sum(sum(d.stats.cache_hits.values()) for d in dispatchers),
+            "misses": sum(sum(d.stats.cache_misses.values()) for d in dispatchers),
+        }
+    print(json.dumps(report))
+
+
+def test_serial_and_parallel_compilations_stay_apart_in_the_on_disk_cache(tmp_path):
+    """numba files cached code under a function's qualified name and line, not its flags: if
+    the two compilations of one body shared that name, one would load the other's code (a
+    "parallel" kernel running on one thread). A cold run compiles and saves both, a warm run
+    must load both from the cache and still run the parallel one on two threads."""
+    env = {"NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2",
+           "NUMBA_THREADING_LAYER": "workqueue"}  # static scheduling: each thread gets rows
+    code = "import test_numba_safety as t; t.run_both_compilations()"
+    for run, counter in (("cold", "misses"), ("warm", "hits")):
+        result = _run_child(code, env)
+        assert result.returncode == 0, result.stderr[-4000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["serial"]["threads"] == [0], (run, report)
+        assert len(report["parallel"]["threads"]) == 2, (run, report)
+        for variant in ("serial", "parallel"):
+            assert report[variant]["softmax_matches"], (run, variant)
+            assert report[variant][counter] == 2, (run, variant, report)  # both dispatchers
+            assert report[variant]["hits" if run == "cold" else "misses"] == 0, (run, report)
+
+
+def _parallel_wrapper_calls() -> list:
+    """One call of every kernel wrapper (but matmul and attention) on an input large enough
+    for its parallel path, each a function of no arguments returning arrays."""
+    from tinyattn.kernels import (
+        adamw,
+        counter_rng,
+        cross_entropy,
+        dropout,
+        embedding,
+        gelu,
+        layer_norm,
+        softmax,
+    )
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((128, 1024)).astype(np.float32)  # 2**17 elements
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    w, b = (rng.standard_normal(1024).astype(np.float32) for _ in range(2))
+    target = rng.integers(0, 1024, 128)
+    indices = rng.integers(0, 128, (64, 64))
+    big = rng.standard_normal(1 << 20).astype(np.float32)
+
+    def adam():
+        param, exp_avg, exp_avg_sq = x.copy(), np.zeros_like(x), np.zeros_like(x)
+        adamw.adamw_step([param], [g], [exp_avg], [exp_avg_sq], 1, 1e-3, 0.9, 0.999, 1e-8,
+                         0.01, True)
+        return param, exp_avg, exp_avg_sq
+
+    def norm():
+        y, mean, rstd = layer_norm.layer_norm_forward(x, w, b, 1e-5)
+        return (y, *layer_norm.layer_norm_backward(g, x, w, mean, rstd))
+
+    def loss():
+        losses, lse = cross_entropy.cross_entropy_forward(x, target)
+        return losses, cross_entropy.cross_entropy_backward(x, target, lse, g[:, 0].copy())
+
+    return [
+        lambda: softmax.softmax_backward(softmax.softmax_forward(x), g),
+        lambda: softmax.log_softmax_backward(softmax.log_softmax_forward(x), g),
+        lambda: (gelu.gelu_forward(x), gelu.gelu_backward(x, g, "tanh")),
+        norm, loss, adam,
+        lambda: embedding.embedding_backward(embedding.embedding_forward(x, indices), indices,
+                                             128, 0),
+        lambda: dropout.dropout_apply(big, 3, 0.25),
+        lambda: counter_rng.dropout_keep_mask(5, 2, 4, 128, 128, 0.1),
+    ]
+
+
+def run_wrappers_from_two_threads(rounds: int = 8) -> None:
+    """Call every parallel kernel wrapper from two Python threads at once, ``rounds`` times
+    each, and check every result bitwise against a call from one thread."""
+    import threading
+
+    from tinyattn.kernels import parallel
+
+    def arrays(result):
+        return result if isinstance(result, tuple) else (result,)
+
+    calls = _parallel_wrapper_calls()
+    expected = [arrays(call()) for call in calls]
+    failures = []
+
+    def work():
+        for _ in range(rounds):
+            for k, call in enumerate(calls):
+                got = arrays(call())
+                if not all(np.array_equal(a, b) for a, b in zip(got, expected[k], strict=True)):
+                    failures.append(k)
+
+    threads = [threading.Thread(target=work) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    print(json.dumps({"layer": numba.threading_layer(), "failures": failures,
+                      "serialised": parallel.kernels_are_serialised()}))
+
+
+def test_kernel_wrappers_called_from_two_threads_on_workqueue_finish_and_match():
+    """``workqueue`` aborts the process when two threads launch parallel kernels at once;
+    every kernel wrapper holds ``kernel_section`` around its parallel launch, so the callers
+    need no lock of their own."""
+    env = {"NUMBA_NUM_THREADS": "2", "NUMBA_THREADING_LAYER": "workqueue"}
+    result = _run_child("import test_numba_safety as t; t.run_wrappers_from_two_threads()", env)
+    assert result.returncode == 0, result.stderr[-4000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report == {"layer": "workqueue", "failures": [], "serialised": True}

@@ -342,7 +342,7 @@ def test_nesterov_needs_momentum_and_no_dampening():
 
 def test_bad_option_in_one_group_is_rejected():
     a, b = make_params(0, shapes=((2,), (2,)))
-    with pytest.raises(ValueError, match="lr must be a finite number >= 0, got -1"):
+    with pytest.raises(ValueError, match="lr must be a number >= 0, got -1"):
         SGD([{"params": [a]}, {"params": [b], "lr": -1}], lr=0.1)
 
 
@@ -447,11 +447,11 @@ def test_lambda_lr_multiplies_initial_lr_per_group():
 
 
 @pytest.mark.parametrize("args, error, message", [
-    ((-1, 1.0, 2, 10, 0.0), ValueError, "step must be >= 0"),
-    ((0, 1.0, -1, 10, 0.0), ValueError, "warmup_steps must be >= 0"),
-    ((0, 1.0, 5, 5, 0.0), ValueError, "total_steps must be >= 6"),
+    ((-1, 1.0, 2, 10, 0.0), ValueError, "step must be an int >= 0"),
+    ((0, 1.0, -1, 10, 0.0), ValueError, "warmup_steps must be an int >= 0"),
+    ((0, 1.0, 5, 5, 0.0), ValueError, "total_steps must be an int >= 6"),
     ((0, 1.0, 2, 10, 2.0), ValueError, "min_lr must be <= base_lr"),
-    ((0, -1.0, 2, 10, 0.0), ValueError, "base_lr must be a finite number >= 0"),
+    ((0, -1.0, 2, 10, 0.0), ValueError, "base_lr must be a number >= 0"),
     ((0, 1.0, 2.5, 10, 0.0), TypeError, "warmup_steps must be an int"),
 ])
 def test_bad_schedule_arguments_are_rejected(args, error, message):
@@ -667,15 +667,17 @@ def test_recursive_schedules_resume_from_their_state_dict():
 
 
 @pytest.mark.parametrize("make, error, message", [
-    (lambda o: ta.optim.StepLR(o, step_size=0), ValueError, "StepLR: step_size must be >= 1"),
+    (lambda o: ta.optim.StepLR(o, step_size=0), ValueError,
+     "StepLR: step_size must be an int >= 1"),
     (lambda o: ta.optim.StepLR(o, step_size=2.5), TypeError, "step_size must be an int"),
-    (lambda o: ta.optim.StepLR(o, 2, gamma=-0.1), ValueError, "StepLR: gamma must be a finite"),
+    (lambda o: ta.optim.StepLR(o, 2, gamma=-0.1), ValueError,
+     "StepLR: gamma must be a number >= 0"),
     (lambda o: ta.optim.LinearLR(o, start_factor=0.0), ValueError,
      r"LinearLR: start_factor must be in \(0, 1\], got 0.0"),
     (lambda o: ta.optim.LinearLR(o, end_factor=1.5), ValueError,
-     r"end_factor must be in \[0, 1\], got 1.5"),
-    (lambda o: ta.optim.LinearLR(o, total_iters=0), ValueError, "total_iters must be >= 1"),
-    (lambda o: ta.optim.CosineAnnealingLR(o, T_max=0), ValueError, "T_max must be >= 1"),
+     r"end_factor must be a number in \[0, 1\], got 1.5"),
+    (lambda o: ta.optim.LinearLR(o, total_iters=0), ValueError, "total_iters must be an int >= 1"),
+    (lambda o: ta.optim.CosineAnnealingLR(o, T_max=0), ValueError, "T_max must be an int >= 1"),
     (lambda o: ta.optim.CosineAnnealingLR(o, 5, eta_min=-1.0), ValueError, "eta_min must be"),
     (lambda o: ta.optim.StepLR([1.0], 2), TypeError, "StepLR: expected an Optimizer, got list"),
 ])

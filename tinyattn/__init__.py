@@ -59,7 +59,6 @@ from .creation import (
 )
 from .dtypes import (
     bool_,
-    float16,
     float32,
     float64,
     get_default_dtype,
@@ -149,7 +148,6 @@ from .tensor import Tensor, device
 # PyTorch's other names for the dtypes, and its constants
 float = float32  # noqa: A001
 double = float64
-half = float16
 int = int32  # noqa: A001
 long = int64
 short = int16
@@ -168,9 +166,9 @@ __all__ = [
     "arange", "argmax", "argmin", "as_tensor", "autograd", "bmm", "bool", "bool_", "cat",
     "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "cuda",
     "detect_anomaly", "device", "div", "dot", "double", "dtypes", "e", "empty", "empty_like",
-    "enable_grad", "eq", "equal", "erf", "exp", "eye", "flatten", "flip", "float", "float16",
+    "enable_grad", "eq", "equal", "erf", "exp", "eye", "flatten", "flip", "float",
     "float32", "float64", "from_numpy", "full", "full_like", "functional", "gather",
-    "get_default_dtype", "gradcheck", "gradgradcheck", "half", "inf", "inference_mode",
+    "get_default_dtype", "gradcheck", "gradgradcheck", "inf", "inference_mode",
     "inspect", "int", "int8", "int16", "int32", "int64", "is_floating_point",
     "is_grad_enabled", "isclose", "isfinite", "isinf", "isnan", "linspace", "log",
     "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "long",

@@ -8,6 +8,8 @@ Subcommands::
     tinyattn train --task reverse --preset llama   ... with RoPE, RMSNorm, SwiGLU, GQA
     tinyattn train --text [FILE]          ... or a character LM (default: tinyattn's own source)
     tinyattn sample --checkpoint PATH     sample from a trained run
+    tinyattn lab scale [--factor F]       how the score scale saturates the softmax
+    tinyattn exercise list|new|check      write a backward pass by hand, get it graded
 
 Bad usage (an unknown option, a missing file) prints a message and exits with status 2.
 """
@@ -144,8 +146,57 @@ def build_parser() -> argparse.ArgumentParser:
     sample.add_argument("--no-cache", action="store_true",
                         help="recompute the whole context at every step instead of decoding "
                              "with a key/value cache (same tokens, slower)")
-    for sub in (walk, check, train, sample):
+    lab = commands.add_parser(
+        "lab", help="the attention gradient lab",
+        description="Experiments on the gradient through attention.")
+    experiments = lab.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    scale = experiments.add_parser(
+        "scale", parents=[common], help="rescale the scores: saturation and gradient norms",
+        description="Run one batch of text through a small transformer with the attention "
+                    "scores q·k scaled by 1/√D, 1/D, 1 and --factor; tabulate per scale the "
+                    "row entropy of the weights, the largest eigenvalue of the softmax "
+                    "Jacobian, |dS|/|dP| and the gradient norm reaching each head's W_q and "
+                    "W_k; write scale.png and scale.json to --out.")
+    scale.add_argument("--factor", type=_positive_float, default=8.0,
+                       help="a scale of your own, multiplying q·k (default 8)")
+    scale.add_argument("--steps", type=_positive_int, default=1,
+                       help="training steps on the batch at each scale, recording each "
+                            "(default 1: the initial weights only)")
+    scale.add_argument("--lr", type=_positive_float, default=3e-3,
+                       help="AdamW learning rate when --steps > 1 (default 3e-3)")
+    scale.add_argument("--embed-dim", type=_positive_int, default=128, help="model width (128)")
+    scale.add_argument("--num-heads", type=_positive_int, default=4, help="heads (4)")
+    scale.add_argument("--num-layers", type=_positive_int, default=2, help="blocks (2)")
+    scale.add_argument("--seq-len", type=_positive_int, default=64,
+                       help="characters per sequence (64)")
+    scale.add_argument("--batch-size", type=_positive_int, default=8,
+                       help="sequences in the batch (8)")
+    scale.add_argument("--seed", type=int, default=0, help="seed of weights and batch (0)")
+    scale.add_argument("--out", type=Path, default=Path("runs") / "lab-scale",
+                       help="output directory (default runs/lab-scale)")
+
+    exercise = commands.add_parser(
+        "exercise", help="write a backward pass by hand and have it graded",
+        description="Bring your own backward: list the exercises, write one's stub, grade it.")
+    actions = exercise.add_subparsers(dest="action", required=True, metavar="ACTION")
+    listing = actions.add_parser("list", help="the exercises",
+                                 description="List the exercises.")
+    new = actions.add_parser(
+        "new", help="write an exercise's stub",
+        description="Write NAME.py into DIR: the forward given, the backward to fill in.")
+    new.add_argument("name", metavar="NAME", help="the exercise (see 'tinyattn exercise list')")
+    new.add_argument("directory", type=Path, metavar="DIR", help="where to write NAME.py")
+    new.add_argument("--force", action="store_true", help="overwrite an existing file")
+    grade = actions.add_parser(
+        "check", help="grade a solution file",
+        description="Grade FILE element by element against tinyattn's backward and finite "
+                    "differences, on several shapes; exits with status 0 when it is right, "
+                    "1 otherwise.")
+    grade.add_argument("file", type=Path, metavar="FILE", help="the solution file")
+    for sub in (walk, check, train, sample, scale, listing, new, grade):
         sub.set_defaults(command_parser=sub)
+    lab.set_defaults(command_parser=lab)
+    exercise.set_defaults(command_parser=exercise)
     return parser
 
 
@@ -252,6 +303,68 @@ def _sample(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0
 
 
+def _lab_scale(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    import json
+
+    from . import inspect
+    from .models import TransformerLM, TransformerLMConfig
+    from .random import manual_seed
+    from .tasks import CharDataset, package_corpus
+    from .tensor import Tensor
+
+    if args.embed_dim % args.num_heads:
+        parser.error(f"--embed-dim {args.embed_dim} is not divisible by --num-heads "
+                     f"{args.num_heads}")
+    dataset = CharDataset(package_corpus(), context_length=args.seq_len)
+    inputs, targets = dataset.batch("train", args.batch_size, np.random.default_rng(args.seed))
+    manual_seed(args.seed)
+    model = TransformerLM(TransformerLMConfig(dataset.vocab_size, args.seq_len, args.embed_dim,
+                                              args.num_heads, args.num_layers))
+    head_size = args.embed_dim // args.num_heads
+    scales = inspect.standard_scales(head_size, args.factor)
+    print(f"{args.num_layers} layers, {args.num_heads} heads of D = {head_size}, batch "
+          f"{args.batch_size} × {args.seq_len} characters of tinyattn's source; scales "
+          + ", ".join(f"{label} = {factor:.4g}" for label, factor in scales))
+    lab = inspect.scale_lab(model, (Tensor(inputs), Tensor(targets)), scales, steps=args.steps,
+                            lr=args.lr)
+    print(lab)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "scale.json").write_text(json.dumps(
+        [record.__dict__ for record in lab.records], indent=1) + "\n")
+    try:
+        picture = inspect.plot_scale_lab(lab, args.out / "scale.png",
+                                         title=f"scores scaled by factor · q·k (D = {head_size})")
+        print(f"wrote {picture} and scale.json")
+    except ImportError as err:
+        print(f"skipping the plot: {err}; wrote {args.out / 'scale.json'}")
+    return 0
+
+
+def _exercise(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .exercises import EXERCISES, ExerciseFileError, check, write_stub
+
+    if args.action == "list":
+        width = max(len(name) for name in EXERCISES)
+        for name, exercise in EXERCISES.items():
+            print(f"{name.ljust(width)}  {exercise.summary}")
+        return 0
+    if args.action == "new":
+        if args.name not in EXERCISES:
+            parser.error(f"no exercise named {args.name!r}; choose one of {sorted(EXERCISES)}")
+        try:
+            path = write_stub(args.name, args.directory, overwrite=args.force)
+        except FileExistsError as err:
+            parser.error(str(err))
+        print(f"wrote {path}: fill in backward(), then run: tinyattn exercise check {path}")
+        return 0
+    try:
+        grade = check(args.file)
+    except (FileNotFoundError, ExerciseFileError) as err:
+        parser.error(str(err))
+    print(grade)
+    return 0 if grade.passed else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tinyattn`` command; returns the exit status.
 
@@ -263,12 +376,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     parser = args.command_parser  # errors name the subcommand in their usage line
+    if args.command == "exercise":
+        return _exercise(parser, args)
     from .train import set_threads
 
     try:
         set_threads(args.threads)
     except ValueError as err:
         parser.error(f"--threads: {err}")
+    if args.command == "lab":
+        return _lab_scale(parser, args)
     if args.command == "walkthrough":
         from .walkthrough import TOLERANCE, run
 

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-float16 = np.dtype(np.float16)
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
 uint8 = np.dtype(np.uint8)
@@ -34,7 +33,7 @@ bool_ = np.dtype(np.bool_)
 DEFAULT_FLOAT = float32
 """The default floating point dtype (PyTorch's ``get_default_dtype()``)."""
 
-_SUPPORTED = frozenset({float16, float32, float64, uint8, int8, int16, int32, int64, bool_})
+_SUPPORTED = frozenset({float32, float64, uint8, int8, int16, int32, int64, bool_})
 
 
 def get_default_dtype() -> np.dtype:
@@ -58,8 +57,8 @@ def as_dtype(dtype: Any, op: str = "dtype") -> np.dtype:
     except TypeError:
         raise TypeError(f"{op}: {dtype!r} is not a dtype") from None
     if result not in _SUPPORTED:
-        raise TypeError(f"{op}: dtype {result} is not supported (use float32, float64, "
-                        "int64, int32, int16, int8, uint8, bool or float16)")
+        raise TypeError(f"{op}: dtype {result} is not supported (tinyattn computes in float32 "
+                        "and float64; integers int64/int32/int16/int8/uint8 and bool)")
     return result
 
 

@@ -12,6 +12,8 @@ from typing import Any
 
 import numpy as np
 
+from .ops.validate import check_int
+
 _generator = np.random.default_rng()
 
 
@@ -27,9 +29,7 @@ def manual_seed(seed: int) -> None:
     True
     """
     global _generator
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise TypeError(f"manual_seed: seed must be an int, got {type(seed).__name__}")
-    _generator = np.random.default_rng(int(seed))
+    _generator = np.random.default_rng(check_int("manual_seed", "seed", seed))
 
 
 def generator() -> np.random.Generator:

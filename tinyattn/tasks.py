@@ -17,6 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
+from .ops.validate import check_int
+
 TASKS = ("copy", "reverse", "sort")
 IGNORE_INDEX = -100
 """Target value that ``cross_entropy`` skips (its default ``ignore_index``)."""
@@ -45,9 +47,7 @@ class SequenceTask:
         if self.name not in TASKS:
             raise ValueError(f"SequenceTask: unknown task {self.name!r}; expected one of {TASKS}")
         for label in ("length", "num_symbols"):
-            value = getattr(self, label)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"SequenceTask: {label} must be a positive int, got {value!r}")
+            check_int("SequenceTask", label, getattr(self, label), 1)
 
     @property
     def separator(self) -> int:

@@ -70,7 +70,7 @@ def type_(self: Tensor, dtype: Any = None) -> Any:
     """With no argument the type name (``'tinyattn.FloatTensor'``); else ``to(dtype)``."""
     if dtype is None:
         names = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
-                 "bool": "Bool", "float16": "Half", "uint8": "Byte", "int8": "Char",
+                 "bool": "Bool", "uint8": "Byte", "int8": "Char",
                  "int16": "Short"}
         return f"tinyattn.{names[self.dtype.name]}Tensor"
     return ops.cast(self, dtype)
@@ -157,6 +157,13 @@ def _stride(self: Tensor, dim: int | None = None) -> Any:
                                                                           self.ndim)]
 
 
+def _repr_html_(self: Tensor) -> str:
+    """The tensor as an HTML table, which Jupyter shows (``repr`` stays the plain text)."""
+    from .inspect.table import tensor_html
+
+    return tensor_html(self)
+
+
 def bind() -> None:
     """Attach every method to :class:`Tensor` (done once, on import)."""
     for name in _FUNCTIONS:
@@ -171,7 +178,7 @@ def bind() -> None:
     Tensor.view_as = lambda self, other: ops.view(self, other.shape)
     Tensor.reshape_as = lambda self, other: ops.reshape(self, other.shape)
     for name, dtype in (("float", dtypes.float32), ("double", dtypes.float64),
-                        ("half", dtypes.float16), ("long", dtypes.int64),
+                        ("long", dtypes.int64),
                         ("int", dtypes.int32), ("bool", dtypes.bool_)):
         setattr(Tensor, name, _cast_method(dtype))
     Tensor.cpu = lambda self: self
@@ -192,6 +199,7 @@ def bind() -> None:
     Tensor.new_empty = _new(np.zeros)
     Tensor.new_full = _new_full
     Tensor.new_tensor = _new_tensor
+    Tensor._repr_html_ = _repr_html_
 
 
 bind()

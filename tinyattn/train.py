@@ -6,7 +6,9 @@ build a :class:`~tinyattn.models.TransformerLM`, train it, and write to an outpu
 
 - ``model.npz``   the weights (``Module.save``; ``ta.nn.load`` reads them back),
 - ``config.json`` model, data and training settings, plus the results,
-- ``loss.png``    train/eval loss curves, ``attention.png`` attention maps of a held-out example.
+- ``loss.png``    train/eval loss curves, ``attention.png`` attention maps of a held-out example,
+- ``gradients.png`` the gradient-routing maps of that example: for every layer and head the
+  weights ``P``, the gradient ``dP`` arriving at them and the gradient ``dS`` at the scores.
 
 A run is reproducible: ``seed`` fixes the initial weights, every batch and every sample.
 """
@@ -167,8 +169,8 @@ def fit(
 def attention_maps(model: TransformerLM, idx: np.ndarray) -> np.ndarray:
     """Attention weights of every layer and head for one sequence: ``(L, H, T, T)``.
 
-    Runs the model's blocks one by one and asks each block's attention for its per-head
-    weights (``need_weights=True, average_attn_weights=False``).
+    Read from the model's ``blocks.{l}.attn.hook_pattern`` hook points
+    (:meth:`~tinyattn.nn.hooks.HookedModule.run_with_cache`).
 
     Examples
     --------
@@ -179,15 +181,11 @@ def attention_maps(model: TransformerLM, idx: np.ndarray) -> np.ndarray:
     ((3, 2, 4, 4), True)
     """
     tokens = Tensor(np.asarray(idx, dtype=np.int64).reshape(1, -1))  # (1, T)
-    maps = []
     with no_grad():
-        x = model.embed(tokens)  # (1, T, C)
-        for block in model.blocks:
-            _, weights = block.attn(block.ln_1(x), need_weights=True,
-                                    average_attn_weights=False)  # (1, H, T, T)
-            maps.append(weights.data[0])
-            x = block(x)
-    return np.stack(maps)  # (L, H, T, T)
+        _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith(
+            "attn.hook_pattern"))
+    return np.stack([cache[f"blocks.{i}.attn.hook_pattern"].data[0]
+                     for i in range(len(model.blocks))])  # (L, H, T, T)
 
 
 def greedy_answers(
@@ -239,8 +237,16 @@ def _new_model(model_config: TransformerLMConfig, seed: int) -> TransformerLM:
     return TransformerLM(model_config)
 
 
-def _plot(history: History, out: Path, maps: np.ndarray, labels: list[str], title: str) -> None:
-    """Write loss.png and attention.png (every layer and head); skipped without matplotlib."""
+def held_out_gradients(model: TransformerLM, inputs: np.ndarray,
+                       targets: np.ndarray) -> inspect.AttentionGradients:
+    """The gradient-routing maps (``P``, ``dP``, ``dS`` per layer and head) of one sequence."""
+    return inspect.attention_gradients(model, (Tensor(inputs[None]), Tensor(targets[None])))
+
+
+def _plot(history: History, out: Path, maps: np.ndarray,
+          gradients: inspect.AttentionGradients, labels: list[str], title: str) -> None:
+    """Write loss.png, attention.png (every layer and head) and gradients.png; skipped
+    without matplotlib."""
     try:
         inspect.plot_losses(history, out / "loss.png", title=title)
         L, H = maps.shape[:2]
@@ -249,6 +255,9 @@ def _plot(history: History, out: Path, maps: np.ndarray, labels: list[str], titl
             title=f"{title}: attention of a held-out example",
             panel_titles=[f"layer {layer} head {head}" for layer in range(L) for head in range(H)],
         )
+        inspect.plot_attention_gradients(
+            gradients, out / "gradients.png", tokens=labels,
+            title=f"{title}: weights P, gradient dP at the weights, dS at the scores")
     except ImportError as err:
         print(f"skipping the plots: {err}")
 
@@ -302,7 +311,7 @@ def train_task(
         "final_train_loss": history["train"][-1][1],
         "final_eval_loss": history["eval"][-1][1],
     }
-    inputs, _ = task.encode(data.eval_symbols[:1])
+    inputs, targets = task.encode(data.eval_symbols[:1])
     maps = attention_maps(model, inputs[0])
     aligned = alignment(task, maps)
     if aligned is not None:
@@ -313,13 +322,14 @@ def train_task(
         "train": asdict(config), "results": results,
     })
     labels = ["|" if t == task.separator else str(t) for t in inputs[0]]
-    _plot(history, out, maps, labels, f"{name} task")
+    _plot(history, out, maps, held_out_gradients(model, inputs[0], targets[0]), labels,
+          f"{name} task")
     say = _printer(stream)
     say(f"held-out sequence accuracy: {results['sequence_accuracy']:.4f}")
     if aligned is not None:
         say(f"attention on the source position: {aligned[0]:.3f} "
             f"(layer {aligned[1]}, head {aligned[2]})")
-    say(f"wrote {out / 'model.npz'}, config.json, loss.png, attention.png")
+    say(f"wrote {out / 'model.npz'}, config.json, loss.png, attention.png, gradients.png")
     say(f"accuracy: {results['accuracy']:.4f}")
     return results
 
@@ -359,13 +369,14 @@ def train_text(
         "train": asdict(config), "results": results,
     })
     window = eval_inputs[0][:32]
-    _plot(history, out, attention_maps(model, window), [repr(c)[1:-1] for c in
-          dataset.decode(window)], "character LM")
+    _plot(history, out, attention_maps(model, window),
+          held_out_gradients(model, window, eval_targets[0][:32]),
+          [repr(c)[1:-1] for c in dataset.decode(window)], "character LM")
     manual_seed(config.seed)
     sample = model.generate(Tensor(window[None, :8]), sample_chars, temperature=0.8, top_k=10)
     say = _printer(stream)
     say("sample:\n" + dataset.decode(sample.data[0]))
-    say(f"wrote {out / 'model.npz'}, config.json, loss.png, attention.png")
+    say(f"wrote {out / 'model.npz'}, config.json, loss.png, attention.png, gradients.png")
     say(f"eval loss: {results['final_eval_loss']:.4f}")
     return results
 

@@ -42,6 +42,7 @@ from typing import TextIO
 import numpy as np
 
 import tinyattn as ta
+from tinyattn.ops.validate import check_int
 from tinyattn.study import (
     SEED_EMBEDDINGS,
     SEED_TOKENS,
@@ -130,8 +131,7 @@ def make_inputs(seed: int = 123, d_out: int = 2) -> Inputs:
     >>> inputs.X.shape, inputs.W_q.shape, inputs.G.shape
     ((6, 3), (3, 2), (6, 2))
     """
-    if isinstance(d_out, bool) or not isinstance(d_out, (int, np.integer)) or d_out < 1:
-        raise ValueError(f"walkthrough: d_out must be a positive integer, got {d_out!r}")
+    check_int("walkthrough", "d_out", d_out, 1)
     rng = np.random.default_rng(seed)
     X = np.array(SEED_EMBEDDINGS)  # (T, C)
     W_q, W_k, W_v = (rng.uniform(0.0, 1.0, size=(X.shape[1], d_out)) for _ in range(3))

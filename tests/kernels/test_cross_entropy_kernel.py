@@ -1,4 +1,5 @@
-"""Cross-entropy kernels: numpy twin, PyTorch parity, extreme logits, gradient check, errors."""
+"""Cross-entropy kernels: numpy twin, PyTorch parity, extreme logits, gradient check,
+preconditions."""
 
 import numpy as np
 import pytest
@@ -144,29 +145,28 @@ def test_cross_entropy_is_bitwise_deterministic():
 
 
 @pytest.mark.parametrize("bad", [5, -1, -101, 2**40])
-def test_cross_entropy_rejects_out_of_range_target_naming_the_value(bad):
+def test_out_of_range_target_fails_an_assert_before_the_kernel_reads_it(bad):
     logits = np.zeros((3, 5))
     target = np.array([0, bad, 4])
-    with pytest.raises(IndexError, match=f"cross_entropy_forward: target value {bad} is out of "
-                                         "range for 5 classes"):
+    with pytest.raises(AssertionError, match="target out of range for 5 classes"):
         cross_entropy_forward(logits, target, IGNORE, 0.0)
-    with pytest.raises(IndexError, match=f"cross_entropy_backward: target value {bad}"):
+    with pytest.raises(AssertionError, match="target out of range for 5 classes"):
         cross_entropy_backward(logits, target, np.zeros(3), np.ones(3), IGNORE, 0.0)
 
 
-def test_cross_entropy_rejects_bad_arguments():
-    logits = np.zeros((3, 5))
-    with pytest.raises(TypeError, match="cross_entropy_forward: target must be an integer "
-                                        "ndarray .* float64"):
-        cross_entropy_forward(logits, np.zeros(3))
-    with pytest.raises(ValueError, match=r"target must have shape \(3,\) .* got \(2,\)"):
-        cross_entropy_forward(logits, np.zeros(2, np.int64))
-    with pytest.raises(ValueError, match=r"shape \(N, C\) with C >= 1, got \(5,\)"):
-        cross_entropy_forward(np.zeros(5), np.zeros(5, np.int64))
-    with pytest.raises(ValueError, match=r"label_smoothing must be in \[0, 1\], got 1.5"):
-        cross_entropy_forward(logits, np.zeros(3, np.int64), IGNORE, 1.5)
-    with pytest.raises(ValueError, match=r"cross_entropy_backward: grad_rows must have shape"):
-        cross_entropy_backward(logits, np.zeros(3, np.int64), np.zeros(3), np.ones(4))
-    with pytest.raises(TypeError, match="cross_entropy_backward: grad_rows has dtype float32"):
-        cross_entropy_backward(logits, np.zeros(3, np.int64), np.zeros(3),
-                               np.ones(3, np.float32))
+@pytest.mark.parametrize("call", [
+    lambda: cross_entropy_forward(np.zeros((3, 5)), np.zeros(3)),
+    lambda: cross_entropy_forward(np.zeros((3, 5)), np.zeros(2, np.int64)),
+    lambda: cross_entropy_forward(np.zeros(5), np.zeros(5, np.int64)),
+    lambda: cross_entropy_forward(np.zeros((3, 0)), np.zeros(3, np.int64)),
+    lambda: cross_entropy_forward(np.zeros((3, 5), np.float16), np.zeros(3, np.int64)),
+    lambda: cross_entropy_forward(np.zeros((3, 5)), np.zeros(3, np.int64), IGNORE, 1.5),
+    lambda: cross_entropy_backward(np.zeros((3, 5)), np.zeros(3, np.int64), np.zeros(3),
+                                   np.ones(4)),
+    lambda: cross_entropy_backward(np.zeros((3, 5)), np.zeros(3, np.int64), np.zeros(3),
+                                   np.ones(3, np.float32)),
+], ids=["float-target", "target-shape", "1-d-logits", "no-classes", "float16", "smoothing",
+        "grad-rows-shape", "grad-rows-dtype"])
+def test_inputs_outside_the_preconditions_fail_an_assert(call):
+    with pytest.raises(AssertionError):
+        call()

@@ -1,4 +1,4 @@
-"""The counter-based dropout kernel against its numpy twin."""
+"""The counter-based dropout kernel against its numpy twin, and its preconditions."""
 
 import numba
 import numpy as np
@@ -41,18 +41,9 @@ def test_parallel_path_is_identical_for_any_thread_count():
         numba.set_num_threads(threads)
 
 
-@pytest.mark.parametrize(
-    "args, error, message",
-    [
-        (
-            (np.ones(3, dtype=np.int64), 0, 0.5),
-            TypeError,
-            "expected float32 or float64, got dtype int64",
-        ),
-        ((np.ones(3), -1, 0.5), ValueError, r"seed must be in \[0, 2\*\*64\), got -1"),
-        ((np.ones(3), 0, 1.0), ValueError, r"p must be in \[0, 1\), got 1.0"),
-    ],
-)
-def test_bad_arguments_are_refused_before_the_kernel(args, error, message):
-    with pytest.raises(error, match=message):
+@pytest.mark.parametrize("args", [(np.ones(3, dtype=np.int64), 0, 0.5), (np.ones(3), -1, 0.5),
+                                  (np.ones(3), 2**64, 0.5), (np.ones(3), 0, 1.0)],
+                         ids=["int64", "negative-seed", "seed-too-big", "p-one"])
+def test_arguments_outside_the_preconditions_fail_an_assert(args):
+    with pytest.raises(AssertionError):
         dropout_apply(*args)

@@ -1,5 +1,4 @@
-"""Embedding kernels: numpy twin, PyTorch parity, deterministic scatter-add, errors; and the
-NUMBA_BOUNDSCHECK run over small cases of every kernel in this group."""
+"""Embedding kernels: numpy twin, PyTorch parity, deterministic scatter-add, preconditions."""
 
 import numpy as np
 import pytest
@@ -105,24 +104,22 @@ def test_embedding_backward_matches_central_differences():
 
 
 @pytest.mark.parametrize("bad", [-1, 5, 2**33])
-def test_embedding_rejects_out_of_range_indices_naming_the_value(bad):
+def test_out_of_range_index_fails_an_assert_before_the_kernel_reads_it(bad):
     indices = np.array([[0, bad], [1, 2]])
-    with pytest.raises(IndexError, match=f"embedding_forward: index {bad} is out of range for "
-                                         "5 embeddings"):
+    with pytest.raises(AssertionError, match="index out of range for 5 embeddings"):
         embedding_forward(np.zeros((5, 2)), indices)
-    with pytest.raises(IndexError, match=f"embedding_backward: index {bad}"):
+    with pytest.raises(AssertionError, match="index out of range for 5 embeddings"):
         embedding_backward(np.zeros((2, 2, 3)), indices, 5, None)
 
 
-def test_embedding_rejects_bad_arguments():
-    with pytest.raises(TypeError, match="embedding_forward: indices must be an integer ndarray"
-                                        ".* float64"):
-        embedding_forward(np.zeros((5, 2)), np.array([1.0]))
-    with pytest.raises(ValueError, match=r"embedding_forward: weight must have shape "
-                                         r"\(num_embeddings, D\), got \(5,\)"):
-        embedding_forward(np.zeros(5), np.array([1]))
-    with pytest.raises(ValueError, match=r"embedding_backward: grad must have shape "
-                                         r"indices.shape \+ \(D,\) = \(2,\) \+ \(D,\)"):
-        embedding_backward(np.zeros((3, 4)), np.array([0, 1]), 5, None)
-    with pytest.raises(ValueError, match=r"padding_idx must be None or in \[0, 5\), got 5"):
-        embedding_backward(np.zeros((2, 4)), np.array([0, 1]), 5, 5)
+@pytest.mark.parametrize("call", [
+    lambda: embedding_forward(np.zeros((5, 2)), np.array([1.0])),
+    lambda: embedding_forward(np.zeros(5), np.array([1])),
+    lambda: embedding_forward(np.zeros((5, 2), np.int64), np.array([1])),
+    lambda: embedding_backward(np.zeros((3, 4)), np.array([0, 1]), 5, None),
+    lambda: embedding_backward(np.zeros(()), np.zeros((), np.int64), 5, None),
+    lambda: embedding_backward(np.zeros((2, 4)), np.array([0, 1]), 5, 5),
+], ids=["float-indices", "1-d-weight", "int-weight", "grad-shape", "grad-0-d", "padding-idx"])
+def test_inputs_outside_the_preconditions_fail_an_assert(call):
+    with pytest.raises(AssertionError):
+        call()

@@ -1,4 +1,4 @@
-"""LayerNorm kernels: numpy twin, PyTorch parity, gradient check, determinism, errors."""
+"""LayerNorm kernels: numpy twin, PyTorch parity, gradient check, determinism, preconditions."""
 
 import numpy as np
 import pytest
@@ -128,26 +128,20 @@ def test_layer_norm_accepts_non_contiguous_input():
     np.testing.assert_array_equal(y, layer_norm_forward(x, weight, bias, 1e-5)[0])
 
 
-@pytest.mark.parametrize(
-    ("args", "error", "fragment"),
-    [
-        ((np.zeros(4), None, None, 1e-5), ValueError, "shape (N, C)"),
-        ((np.zeros((2, 4)), np.ones(3), None, 1e-5), ValueError, "weight must have shape (4,)"),
-        ((np.zeros((2, 4)), None, np.ones((4, 1)), 1e-5), ValueError, "bias must have shape"),
-        ((np.zeros((2, 4)), np.ones(4, np.float32), None, 1e-5), TypeError, "float32"),
-        ((np.zeros((2, 4), np.int64), None, None, 1e-5), TypeError, "int64"),
-        ((np.zeros((2, 4)), None, None, -1.0), ValueError, "eps must be >= 0, got -1.0"),
-    ],
-)
-def test_layer_norm_forward_rejects_bad_inputs(args, error, fragment):
-    with pytest.raises(error, match="layer_norm_forward") as info:
-        layer_norm_forward(*args)
-    assert fragment in str(info.value)
-
-
-def test_layer_norm_backward_rejects_mismatched_grad_and_stats():
-    x = np.zeros((2, 4))
-    with pytest.raises(ValueError, match=r"layer_norm_backward: grad .* \(2, 4\), got \(4, 2\)"):
-        layer_norm_backward(np.zeros((4, 2)), x, None, np.zeros(2), np.ones(2))
-    with pytest.raises(ValueError, match=r"layer_norm_backward: rstd must have shape \(2,\)"):
-        layer_norm_backward(np.zeros((2, 4)), x, None, np.zeros(2), np.ones(3))
+@pytest.mark.parametrize("call", [
+    lambda: layer_norm_forward(np.zeros(4), None, None, 1e-5),
+    lambda: layer_norm_forward(np.zeros((2, 0)), None, None, 1e-5),
+    lambda: layer_norm_forward(np.zeros((2, 4)), np.ones(3), None, 1e-5),
+    lambda: layer_norm_forward(np.zeros((2, 4)), None, np.ones((4, 1)), 1e-5),
+    lambda: layer_norm_forward(np.zeros((2, 4)), np.ones(4, np.float32), None, 1e-5),
+    lambda: layer_norm_forward(np.zeros((2, 4), np.int64), None, None, 1e-5),
+    lambda: layer_norm_forward(np.zeros((2, 4)), None, None, -1.0),
+    lambda: layer_norm_backward(np.zeros((4, 2)), np.zeros((2, 4)), None, np.zeros(2),
+                                np.ones(2)),
+    lambda: layer_norm_backward(np.zeros((2, 4)), np.zeros((2, 4)), None, np.zeros(2),
+                                np.ones(3)),
+], ids=["1-d", "no-features", "weight-shape", "bias-shape", "weight-dtype", "int64", "eps",
+        "grad-shape", "rstd-shape"])
+def test_inputs_outside_the_preconditions_fail_an_assert(call):
+    with pytest.raises(AssertionError):
+        call()

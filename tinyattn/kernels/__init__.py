@@ -3,6 +3,12 @@
 Nothing here knows about ``Tensor``. Every kernel is compiled lazily (``@njit(cache=True)``) on
 first call, so importing this package compiles nothing. Inputs are validated by the callers in
 ``tinyattn.ops`` / ``tinyattn.functional`` before a kernel runs: numba does not bounds-check.
+The kernel wrappers state what they rely on (dtype, shapes, index ranges) as ``assert``s.
 """
 
+import numpy as np
+
 from . import parallel  # noqa: F401  (selects a thread-safe numba threading layer first)
+
+#: The dtypes every kernel is compiled for.
+FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

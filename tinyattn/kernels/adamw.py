@@ -26,11 +26,14 @@ from collections.abc import Sequence
 import numpy as np
 from numba import njit, prange
 
-# Parameters with fewer elements than this are updated by the serial kernel.
+from . import FLOAT_DTYPES
+from .parallel import parallel_kernel
+
+# Parameters with fewer elements than this are updated serially.
 _PARALLEL_MIN_SIZE = 8192
 
 
-@njit(inline="always")
+@njit(cache=True, inline="always")
 def _adam_update(p, g, m, v, coeffs, lerp_from_start):
     """Update one element and return ``(p, m, v)``; formulas as in the module docstring."""
     (decay, coupled_wd, avg_weight, avg_complement, beta2, one_minus_beta2, neg_step_size,
@@ -47,15 +50,8 @@ def _adam_update(p, g, m, v, coeffs, lerp_from_start):
     return p, m, v
 
 
-@njit(cache=True)
-def _adam_kernel_serial(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
-    for i in range(param.size):
-        param[i], exp_avg[i], exp_avg_sq[i] = _adam_update(
-            param[i], grad[i], exp_avg[i], exp_avg_sq[i], coeffs, lerp_from_start)
-
-
-@njit(cache=True, parallel=True)
-def _adam_kernel_parallel(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
+@parallel_kernel
+def _adam_kernel(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
     for i in prange(param.size):
         param[i], exp_avg[i], exp_avg_sq[i] = _adam_update(
             param[i], grad[i], exp_avg[i], exp_avg_sq[i], coeffs, lerp_from_start)
@@ -71,36 +67,19 @@ def _step_scalars(step: int, lr: float, beta1: float, beta2: float, weight_decay
     return decay, coupled_wd, -lr / bias_correction1, math.sqrt(bias_correction2), 1.0 - beta1
 
 
-def _check_step_args(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps,
-                     weight_decay) -> None:
-    name = "adamw_step"
-    lengths = (len(params), len(grads), len(exp_avgs), len(exp_avg_sqs))
-    if len(set(lengths)) != 1:
-        raise ValueError(f"{name}: params, grads, exp_avgs, exp_avg_sqs must have the same "
-                         f"length, got {lengths}")
-    if isinstance(step, bool) or int(step) != step or step < 1:
-        raise ValueError(f"{name}: step must be an int >= 1 (1 on the first update), got {step}")
-    if not (lr >= 0 and 0 <= beta1 < 1 and 0 <= beta2 < 1 and eps >= 0 and weight_decay >= 0):
-        raise ValueError(f"{name}: expected lr >= 0, 0 <= beta1 < 1, 0 <= beta2 < 1, eps >= 0, "
-                         f"weight_decay >= 0, got lr={lr}, beta1={beta1}, beta2={beta2}, "
-                         f"eps={eps}, weight_decay={weight_decay}")
-    for k, param in enumerate(params):
-        if not isinstance(param, np.ndarray) or param.dtype not in (np.float32, np.float64):
-            raise TypeError(f"{name}: params[{k}] must be a float32 or float64 ndarray, got "
-                            f"{type(param).__name__} of dtype {getattr(param, 'dtype', None)}")
-        for label, array in (("grads", grads[k]), ("exp_avgs", exp_avgs[k]),
-                             ("exp_avg_sqs", exp_avg_sqs[k])):
-            if (not isinstance(array, np.ndarray) or array.shape != param.shape
-                    or array.dtype != param.dtype):
-                raise ValueError(f"{name}: {label}[{k}] must match params[{k}] "
-                                 f"{param.shape} {param.dtype}, got "
-                                 f"{getattr(array, 'shape', type(array).__name__)} "
-                                 f"{getattr(array, 'dtype', '')}")
-        for label, array in (("params", param), ("exp_avgs", exp_avgs[k]),
-                             ("exp_avg_sqs", exp_avg_sqs[k])):
-            if not array.flags.c_contiguous or not array.flags.writeable:
-                raise ValueError(f"{name}: {label}[{k}] is updated in place and must be a "
-                                 f"writeable C-contiguous array")
+def _assert_step_args(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps,
+                      weight_decay) -> None:
+    assert len(params) == len(grads) == len(exp_avgs) == len(exp_avg_sqs)
+    assert step >= 1 and lr >= 0 and 0 <= beta1 < 1 and 0 <= beta2 < 1 and eps >= 0, (
+        step, lr, beta1, beta2, eps)
+    assert weight_decay >= 0, weight_decay
+    for param, grad, exp_avg, exp_avg_sq in zip(params, grads, exp_avgs, exp_avg_sqs):
+        assert param.dtype in FLOAT_DTYPES, f"float32 or float64 expected, got {param.dtype}"
+        for array in (grad, exp_avg, exp_avg_sq):
+            assert array.shape == param.shape and array.dtype == param.dtype, (
+                array.shape, array.dtype, param.shape, param.dtype)
+        for array in (param, exp_avg, exp_avg_sq):  # updated in place through a flat view
+            assert array.flags.c_contiguous and array.flags.writeable
 
 
 def adamw_step(
@@ -129,8 +108,8 @@ def adamw_step(
     >>> p.round(6).tolist()
     [0.9]
     """
-    _check_step_args(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps,
-                     weight_decay)
+    _assert_step_args(params, grads, exp_avgs, exp_avg_sqs, step, lr, beta1, beta2, eps,
+                      weight_decay)
     decay, coupled_wd, neg_step_size, bias_correction2_sqrt, avg_weight = _step_scalars(
         step, lr, beta1, beta2, weight_decay, decoupled)
     lerp_from_start = abs(avg_weight) < 0.5
@@ -141,10 +120,9 @@ def adamw_step(
         coeffs = (dtype(decay), dtype(coupled_wd), dtype(avg_weight),
                   dtype(1.0) - dtype(avg_weight), dtype(beta2), dtype(1.0 - beta2),
                   dtype(neg_step_size), dtype(bias_correction2_sqrt), dtype(eps))
-        kernel = _adam_kernel_parallel if param.size >= _PARALLEL_MIN_SIZE else (
-            _adam_kernel_serial)
-        kernel(param.reshape(-1), np.ascontiguousarray(grad).reshape(-1), exp_avg.reshape(-1),
-               exp_avg_sq.reshape(-1), coeffs, lerp_from_start)
+        _adam_kernel(param.reshape(-1), np.ascontiguousarray(grad).reshape(-1),
+                     exp_avg.reshape(-1), exp_avg_sq.reshape(-1), coeffs, lerp_from_start,
+                     parallel=param.size >= _PARALLEL_MIN_SIZE)
 
 
 def adamw_step_numpy(

@@ -54,7 +54,7 @@ from .attention_reference import (  # noqa: F401  (the twins, also reachable fro
     attention_weights_numpy,
 )
 from .counter_rng import fold_key, state_to_uniform
-from .softmax import fast_exp
+from .exp import fast_exp
 
 # Queries per block (the contiguous, vectorised axis) and keys per block.
 _BLOCK_Q = 256

@@ -1,10 +1,10 @@
 """A counter-based (stateless) random number generator for attention dropout.
 
 Instead of drawing dropout masks from a stateful generator and storing them, every weight
-``(b, h, i, j)`` of an attention call gets its own uniform number computed from the key
-``(seed, b, h, i, j)`` alone. The fused attention kernel regenerates exactly the same mask in
-its backward pass without having stored it, and the composed (unfused) path can build the same
-mask to compare against.
+``(b, h, i, j)`` of an attention call gets its own uniform number ``u(seed, b, h, i, j)``
+computed from the key ``(seed, b, h, i, j)`` alone. The fused attention kernel regenerates
+exactly the same mask in its backward pass without having stored it, and the composed
+(unfused) path can build the same mask to compare against.
 
 The keys are folded into a 64-bit state one at a time::
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit, prange
+
+from .parallel import parallel_kernel
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _MIX_MUL_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -55,20 +57,7 @@ def state_to_uniform(state):
     return np.float64(state >> _SHIFT_11) * _TWO_POW_MINUS_53
 
 
-@njit(cache=True, inline="always")
-def uniform(seed, b, h, i, j):
-    """The uniform number in ``[0, 1)`` of attention weight ``(b, h, i, j)`` under ``seed``.
-
-    ``seed`` is a uint64; ``b, h, i, j`` are non-negative integers. Jittable: call it from
-    numba code, or from Python for a single value.
-    """
-    state = fold_key(np.uint64(seed), b)
-    state = fold_key(state, h)
-    state = fold_key(state, i)
-    return state_to_uniform(fold_key(state, j))
-
-
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _dropout_keep_mask_kernel(seed, p, keep):
     n_batch, n_heads, n_queries, n_keys = keep.shape
     for bh in prange(n_batch * n_heads):
@@ -81,17 +70,8 @@ def _dropout_keep_mask_kernel(seed, p, keep):
                 keep[b, h, i, j] = state_to_uniform(fold_key(row_state, j)) >= p
 
 
-def _check_mask_args(name: str, seed: int, shape: tuple, p: float) -> None:
-    if not 0 <= int(seed) < 2**64:
-        raise ValueError(f"{name}: seed must be in [0, 2**64), got {seed}")
-    if len(shape) != 4 or any(int(n) < 0 for n in shape):
-        raise ValueError(f"{name}: expected four sizes (B, H, T, S) >= 0, got {shape}")
-    if not 0.0 <= p <= 1.0:
-        raise ValueError(f"{name}: dropout probability must be in [0, 1], got {p}")
-
-
 def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
-    """Boolean keep-mask ``(B, H, T, S)`` of attention dropout: ``uniform(seed, b, h, i, j) >= p``.
+    """Boolean keep-mask ``(B, H, T, S)`` of attention dropout: ``u(seed, b, h, i, j) >= p``.
 
     Parameters
     ----------
@@ -115,7 +95,7 @@ def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np
     >>> bool((mask == dropout_keep_mask_numpy(7, 1, 1, 2, 3, 0.5)).all())
     True
     """
-    _check_mask_args("dropout_keep_mask", seed, (B, H, T, S), p)
+    assert 0 <= seed < 2**64 and 0.0 <= p <= 1.0, (seed, p)
     keep = np.empty((B, H, T, S), dtype=np.bool_)
     _dropout_keep_mask_kernel(np.uint64(seed), float(p), keep)
     return keep
@@ -128,27 +108,20 @@ def _fold_key_numpy(state: np.ndarray, key: np.ndarray) -> np.ndarray:
     return x ^ (x >> _SHIFT_31)
 
 
-def uniform_numpy(seed: int, b, h, i, j) -> np.ndarray:
-    """Plain-numpy twin of :func:`uniform`; ``b, h, i, j`` broadcast against each other."""
-    with np.errstate(over="ignore"):
+def uniform_numpy(seed: int, *keys: np.ndarray | int) -> np.ndarray:
+    """The uniform numbers ``u(seed, *keys)`` in plain numpy; the keys broadcast together.
+
+    ``uniform_numpy(seed, b, h, i, j)`` is the number of attention weight ``(b, h, i, j)``;
+    :mod:`.dropout` uses the one-key stream ``uniform_numpy(seed, n)`` (``n`` the C-order index).
+    """
+    with np.errstate(over="ignore"):  # uint64 arithmetic wraps modulo 2⁶⁴
         state = np.full((), seed, dtype=np.uint64)
-        for key in (b, h, i, j):
+        for key in keys:
             state = _fold_key_numpy(state, np.asarray(key))
     return (state >> _SHIFT_11).astype(np.float64) * _TWO_POW_MINUS_53
 
 
 def dropout_keep_mask_numpy(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
-    """Plain-numpy twin of :func:`dropout_keep_mask` (uint64 arithmetic wraps modulo 2⁶⁴)."""
-    _check_mask_args("dropout_keep_mask_numpy", seed, (B, H, T, S), p)
+    """Plain-numpy twin of :func:`dropout_keep_mask`."""
     b, h, i, j = np.ix_(np.arange(B), np.arange(H), np.arange(T), np.arange(S))
     return uniform_numpy(seed, b, h, i, j) >= p
-
-
-def uniform_stream_numpy(seed: int, size: int) -> np.ndarray:
-    """Uniform numbers of the one-key stream ``uniform(seed, n)``, ``n = 0 .. size − 1``.
-
-    This is what :mod:`.dropout` uses for tensors of any shape (``n`` is the C-order index).
-    """
-    with np.errstate(over="ignore"):
-        state = _fold_key_numpy(np.full((), seed, dtype=np.uint64), np.arange(size))
-    return (state >> _SHIFT_11).astype(np.float64) * _TWO_POW_MINUS_53

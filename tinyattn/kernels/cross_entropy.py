@@ -19,10 +19,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from . import FLOAT_DTYPES
+from .parallel import parallel_kernel
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing, loss, lse):
     n_rows, n_classes = logits.shape
     for i in prange(n_rows):
@@ -48,7 +51,7 @@ def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing,
             loss[i] = (1.0 - label_smoothing) * nll + label_smoothing * smooth
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, label_smoothing,
                                    dlogits):
     n_rows, n_classes = logits.shape
@@ -74,37 +77,20 @@ def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, labe
         dlogits[i, target[i]] -= grad_rows[i] * (1.0 - label_smoothing)
 
 
-def _check_logits(name: str, logits: np.ndarray) -> None:
-    if not isinstance(logits, np.ndarray) or logits.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: logits must be a float32 or float64 ndarray, got "
-                        f"{type(logits).__name__} of dtype {getattr(logits, 'dtype', None)}")
-    if logits.ndim != 2 or logits.shape[1] == 0:
-        raise ValueError(f"{name}: logits must have shape (N, C) with C >= 1, got "
-                         f"{logits.shape}")
-
-
-def _check_target(name: str, target: np.ndarray, n_rows: int, n_classes: int,
-                  ignore_index: int) -> np.ndarray:
-    """Validate ``target`` and return it as a contiguous int64 array."""
-    if not isinstance(target, np.ndarray) or not np.issubdtype(target.dtype, np.integer):
-        raise TypeError(f"{name}: target must be an integer ndarray of class indices, got "
-                        f"{type(target).__name__} of dtype {getattr(target, 'dtype', None)}")
-    if target.shape != (n_rows,):
-        raise ValueError(f"{name}: target must have shape ({n_rows},) to match logits, got "
-                         f"{target.shape}")
-    bad = (target < 0) | (target >= n_classes)
-    bad &= target != ignore_index
-    if bad.any():
-        raise IndexError(f"{name}: target value {int(target[bad][0])} is out of range for "
-                         f"{n_classes} classes (expected 0 <= t < {n_classes} or "
-                         f"t == ignore_index {ignore_index})")
+def _target_indices(logits: np.ndarray, target: np.ndarray, ignore_index: int,
+                    label_smoothing: float) -> np.ndarray:
+    """``target`` as a contiguous int64 array, once the arguments of both kernels are known to
+    hold: in particular each target indexes a class of its row (or equals ``ignore_index``),
+    since the kernels read ``logits[i, target[i]]`` unchecked."""
+    assert logits.dtype in FLOAT_DTYPES and logits.ndim == 2 and logits.shape[1] >= 1, (
+        f"float32 or float64 (N, C), C >= 1 expected, got {logits.dtype} {logits.shape}")
+    n_rows, n_classes = logits.shape
+    assert np.issubdtype(target.dtype, np.integer) and target.shape == (n_rows,), (
+        target.dtype, target.shape, n_rows)
+    assert (((target >= 0) & (target < n_classes)) | (target == ignore_index)).all(), (
+        f"target out of range for {n_classes} classes")
+    assert 0.0 <= label_smoothing <= 1.0, label_smoothing
     return np.ascontiguousarray(target, dtype=np.int64)
-
-
-def _check_smoothing(name: str, label_smoothing: float) -> float:
-    if not 0.0 <= label_smoothing <= 1.0:
-        raise ValueError(f"{name}: label_smoothing must be in [0, 1], got {label_smoothing}")
-    return float(label_smoothing)
 
 
 def cross_entropy_forward(
@@ -133,15 +119,11 @@ def cross_entropy_forward(
     >>> round(float(loss[0]), 6) == round(float(np.log(4)), 6)
     True
     """
-    name = "cross_entropy_forward"
-    _check_logits(name, logits)
-    n_rows, n_classes = logits.shape
-    target = _check_target(name, target, n_rows, n_classes, ignore_index)
-    label_smoothing = _check_smoothing(name, label_smoothing)
-    loss = np.empty(n_rows, dtype=logits.dtype)
-    lse = np.empty(n_rows, dtype=logits.dtype)
+    target = _target_indices(logits, target, ignore_index, label_smoothing)
+    loss = np.empty(len(logits), dtype=logits.dtype)
+    lse = np.empty(len(logits), dtype=logits.dtype)
     _cross_entropy_forward_kernel(np.ascontiguousarray(logits), target, int(ignore_index),
-                                  label_smoothing, loss, lse)
+                                  float(label_smoothing), loss, lse)
     return loss, lse
 
 
@@ -157,31 +139,22 @@ def cross_entropy_backward(
     Parameters
     ----------
     logits, target, ignore_index, label_smoothing : as for :func:`cross_entropy_forward`
-    lse : ndarray, shape (N,), as returned by :func:`cross_entropy_forward`. It is checked
-        but the kernel recomputes each row's normaliser from the row max, which stays exact
-        where ``lse`` itself has been rounded (see the kernel).
+    lse : ndarray, shape (N,), as returned by :func:`cross_entropy_forward`. Unused by the
+        kernel, which recomputes each row's normaliser from the row max: that stays exact where
+        ``lse`` itself has been rounded (see the kernel).
     grad_rows : ndarray, shape (N,), dtype of ``logits``
 
     Returns
     -------
     dlogits : ndarray, shape (N, C)
     """
-    name = "cross_entropy_backward"
-    _check_logits(name, logits)
-    n_rows, n_classes = logits.shape
-    target = _check_target(name, target, n_rows, n_classes, ignore_index)
-    label_smoothing = _check_smoothing(name, label_smoothing)
-    for label, array in (("lse", lse), ("grad_rows", grad_rows)):
-        if not isinstance(array, np.ndarray) or array.shape != (n_rows,):
-            raise ValueError(f"{name}: {label} must have shape ({n_rows},), got "
-                             f"{getattr(array, 'shape', type(array).__name__)}")
-    if grad_rows.dtype != logits.dtype:
-        raise TypeError(f"{name}: grad_rows has dtype {grad_rows.dtype}, expected "
-                        f"{logits.dtype} like logits")
+    target = _target_indices(logits, target, ignore_index, label_smoothing)
+    assert lse.shape == grad_rows.shape == (len(logits),), (lse.shape, grad_rows.shape)
+    assert grad_rows.dtype == logits.dtype, (grad_rows.dtype, logits.dtype)
     dlogits = np.empty_like(logits)
     _cross_entropy_backward_kernel(np.ascontiguousarray(logits), target,
                                    np.ascontiguousarray(grad_rows), int(ignore_index),
-                                   label_smoothing, dlogits)
+                                   float(label_smoothing), dlogits)
     return dlogits
 
 

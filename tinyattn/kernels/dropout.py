@@ -1,11 +1,11 @@
 """Inverted dropout on the counter-based generator: the mask is recomputed, never stored.
 
 Element ``n`` (in C order) of a dropout call with seed ``s`` is kept when
-``uniform(s, n) = top53(mix(s + (n + 1)·γ)) / 2⁵³ >= p`` (see :mod:`.counter_rng`), so the
+``u(s, n) = top53(mix(s + (n + 1)·γ)) / 2⁵³ >= p`` (see :mod:`.counter_rng`), so the
 forward ``y = x ⊙ m / (1 − p)`` and the backward ``dx = g ⊙ m / (1 − p)`` are the *same*
-function of ``(seed, p)`` applied to ``x`` and to ``g``. Large inputs run in parallel over
-fixed chunks of elements; each element's value depends only on ``(seed, n)``, so results are
-identical for any thread count.
+function of ``(seed, p)`` applied to ``x`` and to ``g``. Large inputs are split into chunks
+run in parallel, small ones run in one serial pass; each element's value depends only on
+``(seed, n)``, so results are identical on either path and for any thread count.
 """
 
 from __future__ import annotations
@@ -13,35 +13,30 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from .counter_rng import fold_key, state_to_uniform, uniform_stream_numpy
+from . import FLOAT_DTYPES
+from .counter_rng import fold_key, state_to_uniform, uniform_numpy
+from .parallel import chunk_bounds, element_chunks, parallel_kernel
 
-_CHUNK = 16384
 _PARALLEL_MIN = 1 << 20  # below this a parallel launch costs more than it saves
 
 
 @njit(cache=True)
-def _dropout_serial(x, seed, p, scale, out):
-    for n in range(x.size):
+def _dropout_span(x, seed, p, scale, out, first):
+    """Elements ``n = first, first + 1, ...`` of the call, given as views that start at 0: an
+    index that may be negative would need a wraparound select per element, which keeps the
+    compiler from vectorising the loop (``n`` is counted alongside for the same reason)."""
+    n = first
+    for k in range(x.size):
         keep = state_to_uniform(fold_key(seed, n)) >= p
-        out[n] = x[n] * scale if keep else 0.0
+        out[k] = x[k] * scale if keep else 0.0
+        n += 1
 
 
-@njit(cache=True, parallel=True)
-def _dropout_parallel(x, seed, p, scale, out):
-    size = x.size
-    for chunk in prange((size + _CHUNK - 1) // _CHUNK):
-        for n in range(chunk * _CHUNK, min(size, (chunk + 1) * _CHUNK)):
-            keep = state_to_uniform(fold_key(seed, n)) >= p
-            out[n] = x[n] * scale if keep else 0.0
-
-
-def _check(x: np.ndarray, seed: int, p: float) -> None:
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"dropout_apply: expected float32 or float64, got dtype {x.dtype}")
-    if not 0 <= int(seed) < 2**64:
-        raise ValueError(f"dropout_apply: seed must be in [0, 2**64), got {seed}")
-    if not 0.0 <= p < 1.0:
-        raise ValueError(f"dropout_apply: p must be in [0, 1), got {p}")
+@parallel_kernel
+def _dropout_kernel(x, seed, p, scale, out, n_chunks):
+    for chunk in prange(n_chunks):
+        start, stop = chunk_bounds(chunk, n_chunks, x.size)
+        _dropout_span(x[start:stop], seed, p, scale, out[start:stop], start)
 
 
 def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
@@ -56,16 +51,17 @@ def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
     >>> sorted(set(y.tolist())) <= [0.0, 2.0]
     True
     """
-    _check(x, seed, p)
+    assert x.dtype in FLOAT_DTYPES, f"float32 or float64 expected, got {x.dtype}"
+    assert 0 <= seed < 2**64 and 0.0 <= p < 1.0, (seed, p)
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
-    kernel = _dropout_parallel if flat.size >= _PARALLEL_MIN else _dropout_serial
-    kernel(flat, np.uint64(seed), float(p), x.dtype.type(1.0 / (1.0 - p)), out)
+    parallel = flat.size >= _PARALLEL_MIN
+    _dropout_kernel(flat, np.uint64(seed), float(p), x.dtype.type(1.0 / (1.0 - p)), out,
+                    element_chunks(flat.size, parallel), parallel=parallel)
     return out.reshape(x.shape)
 
 
 def dropout_apply_numpy(x: np.ndarray, seed: int, p: float) -> np.ndarray:
     """Plain-numpy twin of :func:`dropout_apply`."""
-    _check(x, seed, p)
-    keep = uniform_stream_numpy(seed, x.size).reshape(x.shape) >= p
+    keep = uniform_numpy(seed, np.arange(x.size)).reshape(x.shape) >= p
     return np.where(keep, x * x.dtype.type(1.0 / (1.0 - p)), x.dtype.type(0.0))

@@ -15,13 +15,16 @@ number of threads: the result is bitwise deterministic.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from . import FLOAT_DTYPES
+from .parallel import parallel_kernel
 
 # Columns per block of the backward scatter: 16 float32 = one 64-byte cache line.
 _COLUMN_BLOCK = 16
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _embedding_forward_kernel(weight, flat_indices, out):
     for p in prange(flat_indices.size):
         row = flat_indices[p]
@@ -29,7 +32,7 @@ def _embedding_forward_kernel(weight, flat_indices, out):
             out[p, j] = weight[row, j]
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _embedding_backward_kernel(grad, flat_indices, padding_idx, dweight):
     n_cols = dweight.shape[1]
     n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
@@ -44,24 +47,13 @@ def _embedding_backward_kernel(grad, flat_indices, padding_idx, dweight):
                 dweight[row, j] += grad[p, j]
 
 
-def _check_indices(name: str, indices: np.ndarray, num_embeddings: int) -> np.ndarray:
-    """Validate ``indices`` and return them flattened as a contiguous int64 array."""
-    if not isinstance(indices, np.ndarray) or not np.issubdtype(indices.dtype, np.integer):
-        raise TypeError(f"{name}: indices must be an integer ndarray, got "
-                        f"{type(indices).__name__} of dtype {getattr(indices, 'dtype', None)}")
-    flat = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
-    bad = (flat < 0) | (flat >= num_embeddings)
-    if bad.any():
-        raise IndexError(f"{name}: index {int(flat[bad][0])} is out of range for "
-                         f"{num_embeddings} embeddings (expected 0 <= index < "
-                         f"{num_embeddings})")
-    return flat
-
-
-def _check_float(name: str, label: str, array: np.ndarray) -> None:
-    if not isinstance(array, np.ndarray) or array.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: {label} must be a float32 or float64 ndarray, got "
-                        f"{type(array).__name__} of dtype {getattr(array, 'dtype', None)}")
+def _row_indices(indices: np.ndarray, num_embeddings: int) -> np.ndarray:
+    """``indices`` flattened to a contiguous int64 array, once each is known to name a row:
+    the kernels read and write ``weight[index]`` unchecked."""
+    assert np.issubdtype(indices.dtype, np.integer), indices.dtype
+    assert ((indices >= 0) & (indices < num_embeddings)).all(), (
+        f"index out of range for {num_embeddings} embeddings")
+    return np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
 
 
 def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -81,11 +73,9 @@ def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
     >>> embedding_forward(np.arange(6.0).reshape(3, 2), np.array([2, 0])).tolist()
     [[4.0, 5.0], [0.0, 1.0]]
     """
-    _check_float("embedding_forward", "weight", weight)
-    if weight.ndim != 2:
-        raise ValueError(f"embedding_forward: weight must have shape (num_embeddings, D), "
-                         f"got {weight.shape}")
-    flat = _check_indices("embedding_forward", indices, weight.shape[0])
+    assert weight.dtype in FLOAT_DTYPES and weight.ndim == 2, (
+        f"float32 or float64 (num_embeddings, D) expected, got {weight.dtype} {weight.shape}")
+    flat = _row_indices(indices, weight.shape[0])
     out = np.empty((flat.size, weight.shape[1]), dtype=weight.dtype)
     _embedding_forward_kernel(np.ascontiguousarray(weight), flat, out)
     return out.reshape(indices.shape + (weight.shape[1],))
@@ -109,18 +99,11 @@ def embedding_backward(
     -------
     dweight : ndarray, shape (num_embeddings, D), dtype of ``grad``.
     """
-    name = "embedding_backward"
-    _check_float(name, "grad", grad)
-    if not isinstance(indices, np.ndarray) or grad.ndim == 0 or grad.shape[:-1] != indices.shape:
-        raise ValueError(f"{name}: grad must have shape indices.shape + (D,) = "
-                         f"{getattr(indices, 'shape', '?')} + (D,), got {grad.shape}")
-    if int(num_embeddings) != num_embeddings or num_embeddings < 1:
-        raise ValueError(f"{name}: num_embeddings must be a positive int, got {num_embeddings}")
-    num_embeddings = int(num_embeddings)
-    if padding_idx is not None and not 0 <= padding_idx < num_embeddings:
-        raise ValueError(f"{name}: padding_idx must be None or in [0, {num_embeddings}), got "
-                         f"{padding_idx}")
-    flat = _check_indices(name, indices, num_embeddings)
+    assert grad.dtype in FLOAT_DTYPES and grad.ndim >= 1, (
+        f"float32 or float64, ndim >= 1 expected, got {grad.dtype} {grad.shape}")
+    assert grad.shape[:-1] == indices.shape, (grad.shape, indices.shape)
+    assert padding_idx is None or 0 <= padding_idx < num_embeddings, padding_idx
+    flat = _row_indices(indices, num_embeddings)
     n_cols = grad.shape[-1]
     dweight = np.zeros((num_embeddings, n_cols), dtype=grad.dtype)
     _embedding_backward_kernel(np.ascontiguousarray(grad).reshape(flat.size, n_cols), flat,

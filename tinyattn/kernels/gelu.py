@@ -14,7 +14,7 @@ The σ form has no cancellation where ``t ≈ −1``. It is computed in the inpu
 
 Φ without libm. A libm call per element (``erf``, ``tanh``, ``exp``) cannot be vectorised and
 costs more than the rest of GELU together, so every function here is a polynomial that the
-compiler turns into SIMD code: ``fast_exp`` (see ``softmax``) and, for Φ, with ``a = |x| / √2``
+compiler turns into SIMD code: ``fast_exp`` (see :mod:`.exp`) and, for Φ, with ``a = |x| / √2``
 and ``t = 2 / (2 + a) ∈ (0, 1]``::
 
     erfc(a) = t · exp(−a² + (1 − t) · Q(t)),    Φ(x) = ½ erfc(a) if x < 0 else 1 − ½ erfc(a)
@@ -45,8 +45,8 @@ below the smallest result the dtype can hold.
   ≤ 8.3e-15 on ``[−6, 6]``, ≤ 2.9e-13 down to ``x = −37`` (the rounding of ``x²`` dominates).
 
 Inputs of at least ``_PARALLEL_MIN_ELEMENTS`` elements are split into chunks run in parallel;
-smaller ones run serially, where waking the thread pool would cost more than the work. Each
-element is computed independently, so the result does not depend on the path.
+smaller ones run in one serial pass, where waking the thread pool would cost more than the work.
+Each element is computed independently, so the result does not depend on the path.
 """
 
 from __future__ import annotations
@@ -58,15 +58,17 @@ from numba import njit, prange, types
 from numba.extending import overload
 from numpy.polynomial import chebyshev
 
+from . import FLOAT_DTYPES
+
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
-from .softmax import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
+from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
+from .parallel import chunk_bounds, element_chunks, parallel_kernel
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _TANH_CUBIC = 0.044715
 _APPROXIMATIONS = ("none", "tanh")
-_CHUNK = 16384
 _PARALLEL_MIN_ELEMENTS = 65536
 
 # Chebyshev coefficients of Q (module docstring) per dtype, fitted on a <= A.
@@ -274,35 +276,27 @@ def _gelu_span(x, grad, out, backward, exact, start, stop):
         _tanh_forward_span(x, out)
 
 
-@njit(cache=True, parallel=True)
-def _gelu_kernel(x, grad, out, backward, exact, parallel):
+@parallel_kernel
+def _gelu_kernel(x, grad, out, backward, exact, n_chunks):
     """Forward or backward (``backward``), exact or tanh form (``exact``), on all elements."""
-    if parallel:
-        for c in prange((x.size + _CHUNK - 1) // _CHUNK):
-            _gelu_span(x, grad, out, backward, exact, c * _CHUNK,
-                       min(x.size, (c + 1) * _CHUNK))
-    else:
-        _gelu_span(x, grad, out, backward, exact, 0, x.size)
-
-
-def _check_input(name: str, label: str, x: np.ndarray) -> None:
-    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: {label} must be a float32 or float64 ndarray, got "
-                        f"{type(x).__name__} of dtype {getattr(x, 'dtype', None)}")
-
-
-def _check_approximate(name: str, approximate: str) -> None:
-    if approximate not in _APPROXIMATIONS:
-        raise ValueError(f"{name}: approximate must be 'none' or 'tanh', got {approximate!r}")
+    for chunk in prange(n_chunks):
+        start, stop = chunk_bounds(chunk, n_chunks, x.size)
+        _gelu_span(x, grad, out, backward, exact, start, stop)
 
 
 def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray:
+    """GELU of ``x`` (``grad`` None) or its gradient, flattened through the kernel."""
+    assert x.dtype in FLOAT_DTYPES, f"float32 or float64 expected, got {x.dtype}"
+    assert grad is None or (grad.shape == x.shape and grad.dtype == x.dtype), (
+        x.shape, x.dtype, grad.shape, grad.dtype)
+    assert approximate in _APPROXIMATIONS, approximate
     flat = np.ascontiguousarray(x).reshape(-1)
     flat_grad = flat if grad is None else np.ascontiguousarray(grad).reshape(-1)
     out = np.empty_like(flat)
     if flat.size:
+        parallel = flat.size >= _PARALLEL_MIN_ELEMENTS
         _gelu_kernel(flat, flat_grad, out, grad is not None, approximate == "none",
-                     flat.size >= _PARALLEL_MIN_ELEMENTS)
+                     element_chunks(flat.size, parallel), parallel=parallel)
     return out.reshape(x.shape)
 
 
@@ -323,8 +317,6 @@ def gelu_forward(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     >>> gelu_forward(np.array([0.0, 1.0])).round(6).tolist()
     [0.0, 0.841345]
     """
-    _check_input("gelu_forward", "x", x)
-    _check_approximate("gelu_forward", approximate)
     return _run(x, None, approximate)
 
 
@@ -336,25 +328,18 @@ def gelu_backward(x: np.ndarray, grad: np.ndarray, approximate: str = "none") ->
 
     Parameters
     ----------
-    x : ndarray, the forward input, float32 or float64
+    x, approximate : as for :func:`gelu_forward`
     grad : ndarray, upstream gradient, same shape and dtype as ``x``
-    approximate : {'none', 'tanh'}
 
     Returns
     -------
-    ndarray, same shape and dtype as ``x``.
+    dx : ndarray, same shape and dtype as ``x``.
 
     Examples
     --------
     >>> gelu_backward(np.array([0.0]), np.array([2.0])).tolist()
     [1.0]
     """
-    _check_input("gelu_backward", "x", x)
-    _check_input("gelu_backward", "grad", grad)
-    _check_approximate("gelu_backward", approximate)
-    if grad.shape != x.shape or grad.dtype != x.dtype:
-        raise ValueError(f"gelu_backward: grad must match x, got grad {grad.shape} {grad.dtype}"
-                         f" and x {x.shape} {x.dtype}")
     return _run(x, grad, approximate)
 
 

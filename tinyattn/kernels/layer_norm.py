@@ -19,14 +19,17 @@ order, so the result is bitwise the same run to run and for any thread count.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
+
+from . import FLOAT_DTYPES
+from .parallel import parallel_kernel
 
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
 # order. It only needs to exceed the thread count of a laptop for good load balance.
 _MAX_ROW_CHUNKS = 32
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
     n_rows, n_cols = x.shape
     for i in prange(n_rows):
@@ -47,7 +50,7 @@ def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
             y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, n_chunks, dx, row_means,
                                 dweight_parts, dbias_parts):
     n_rows, n_cols = x.shape
@@ -76,20 +79,13 @@ def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, n_chunks, dx, row_m
                 dx[i, j] = inv_std * (grad[i, j] * weight[j] - mean_g - x_hat * mean_g_xhat)
 
 
-def _check_rows(name: str, x: np.ndarray) -> None:
-    if not isinstance(x, np.ndarray) or x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: x must be a float32 or float64 ndarray, got "
-                        f"{type(x).__name__} of dtype {getattr(x, 'dtype', None)}")
-    if x.ndim != 2 or x.shape[1] == 0:
-        raise ValueError(f"{name}: x must have shape (N, C) with C >= 1, got {x.shape}")
+def _assert_rows(x: np.ndarray) -> None:
+    assert x.dtype in FLOAT_DTYPES and x.ndim == 2 and x.shape[1] >= 1, (
+        f"float32 or float64 (N, C), C >= 1 expected, got {x.dtype} {x.shape}")
 
 
-def _check_vector(name: str, label: str, v: np.ndarray, length: int, dtype: np.dtype) -> None:
-    if not isinstance(v, np.ndarray) or v.shape != (length,):
-        raise ValueError(f"{name}: {label} must have shape ({length},), got "
-                         f"{getattr(v, 'shape', type(v).__name__)}")
-    if v.dtype != dtype:
-        raise TypeError(f"{name}: {label} has dtype {v.dtype}, expected {dtype} like x")
+def _assert_vector(v: np.ndarray, length: int, dtype: np.dtype) -> None:
+    assert v.shape == (length,) and v.dtype == dtype, (v.shape, v.dtype, length, dtype)
 
 
 def layer_norm_forward(
@@ -117,16 +113,15 @@ def layer_norm_forward(
     >>> y.tolist(), mean.tolist(), rstd.tolist()
     ([[-1.0, 1.0]], [2.0], [1.0])
     """
-    _check_rows("layer_norm_forward", x)
+    _assert_rows(x)
     n_rows, n_cols = x.shape
-    if not eps >= 0:
-        raise ValueError(f"layer_norm_forward: eps must be >= 0, got {eps}")
+    assert eps >= 0, eps
     if weight is None:
         weight = np.ones(n_cols, dtype=x.dtype)
-    _check_vector("layer_norm_forward", "weight", weight, n_cols, x.dtype)
     if bias is None:
         bias = np.zeros(n_cols, dtype=x.dtype)
-    _check_vector("layer_norm_forward", "bias", bias, n_cols, x.dtype)
+    _assert_vector(weight, n_cols, x.dtype)
+    _assert_vector(bias, n_cols, x.dtype)
     y = np.empty_like(x)
     mean = np.empty(n_rows, dtype=x.dtype)
     rstd = np.empty(n_rows, dtype=x.dtype)
@@ -155,20 +150,15 @@ def layer_norm_backward(
     dx : ndarray, shape (N, C)
     dweight, dbias : ndarray, shape (C,), or None when ``weight`` is None
     """
-    name = "layer_norm_backward"
-    _check_rows(name, x)
+    _assert_rows(x)
     n_rows, n_cols = x.shape
-    if not isinstance(grad, np.ndarray) or grad.shape != x.shape:
-        raise ValueError(f"{name}: grad must have the shape of x {x.shape}, got "
-                         f"{getattr(grad, 'shape', type(grad).__name__)}")
-    if grad.dtype != x.dtype:
-        raise TypeError(f"{name}: grad has dtype {grad.dtype}, expected {x.dtype} like x")
+    assert grad.shape == x.shape and grad.dtype == x.dtype, (grad.shape, grad.dtype, x.dtype)
     has_weight = weight is not None
     if weight is None:
         weight = np.ones(n_cols, dtype=x.dtype)
-    _check_vector(name, "weight", weight, n_cols, x.dtype)
-    _check_vector(name, "mean", mean, n_rows, x.dtype)
-    _check_vector(name, "rstd", rstd, n_rows, x.dtype)
+    _assert_vector(weight, n_cols, x.dtype)
+    _assert_vector(mean, n_rows, x.dtype)
+    _assert_vector(rstd, n_rows, x.dtype)
     n_chunks = min(n_rows, _MAX_ROW_CHUNKS)
     dx = np.empty_like(x)
     row_means = np.empty((n_rows, 2), dtype=x.dtype)

@@ -1,4 +1,9 @@
-"""Thread safety of the ``parallel=True`` kernels: pick a thread-safe numba threading layer.
+"""Parallel kernels: one body compiled serial and parallel, launched thread-safely.
+
+:func:`parallel_kernel` compiles a kernel body that loops with ``prange`` over independent
+rows or blocks twice: with ``parallel=True``, and serially, where numba runs ``prange`` as a
+plain ``range``. Both run the same loop and give bitwise the same result; the serial one is for
+inputs too small to be worth waking the thread pool.
 
 Numba runs ``prange`` loops on one of three threading layers, chosen when the first parallel
 kernel launches:
@@ -13,20 +18,23 @@ kernel launches:
 Importing :mod:`tinyattn.kernels` runs :func:`select_threading_layer`, which, unless the user
 chose a layer with ``NUMBA_THREADING_LAYER``, asks numba for ``'safe'`` (TBB) when the ``tbb``
 package is importable and otherwise for ``'omp'`` when numba's OpenMP pool loads. When only
-``workqueue`` can run, :data:`kernel_section` becomes a process-wide lock that the callers of
-parallel kernels hold (the autograd engine around every op's forward and backward, the
-optimizers around their kernel step), so concurrent calls queue instead of aborting. With a
-thread-safe layer :data:`kernel_section` is a no-op context manager.
+``workqueue`` can run, :data:`kernel_section` becomes a process-wide lock held around every
+launch of a parallel kernel (by :class:`ParallelKernel`, so the callers of the kernel wrappers
+need nothing), and concurrent calls queue instead of aborting. With a thread-safe layer
+:data:`kernel_section` is a no-op context manager.
 """
-
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib
 import os
 import threading
+import types
+from collections.abc import Callable
 from typing import Any
 
+from numba import njit
 from numba.core import config
 from numba.np.ufunc import parallel as numba_parallel
 
@@ -75,7 +83,7 @@ def _needs_lock(layer: str) -> bool:
 
 
 class _KernelSection:
-    """Context manager held around calls into parallel kernels (a lock only when needed)."""
+    """Context manager held around launches of parallel kernels (a lock only when needed)."""
 
     def __init__(self, locked: bool):
         self.locked = locked
@@ -92,7 +100,7 @@ kernel_section = _KernelSection(_needs_lock(select_threading_layer()))
 
 
 def kernels_are_serialised() -> bool:
-    """Whether calls into parallel kernels are serialised by a lock (``workqueue`` only).
+    """Whether launches of parallel kernels are serialised by a lock (``workqueue`` only).
 
     Examples
     --------
@@ -100,3 +108,79 @@ def kernels_are_serialised() -> bool:
     True
     """
     return kernel_section.locked
+
+
+def _renamed(function: Callable, suffix: str) -> Callable:
+    """A copy of ``function`` (same code, globals and defaults) whose qualified name ends in
+    ``suffix``."""
+    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__,
+                              function.__defaults__, function.__closure__)
+    copy.__qualname__ = function.__qualname__ + suffix
+    copy.__doc__ = function.__doc__
+    return copy
+
+
+class ParallelKernel:
+    """A kernel body compiled twice, ``parallel=True`` and serial, each cached on disk.
+
+    ``kernel(*args)`` launches the parallel compilation while holding :data:`kernel_section`;
+    ``kernel(*args, parallel=False)`` runs the serial one (no threads, no lock). The body must
+    use ``prange`` only over independent iterations, so both give bitwise the same result.
+
+    numba's on-disk cache files a function's compilations under its qualified name and first
+    line, not under its compile flags: two dispatchers of one Python function would load each
+    other's cached code (the "parallel" one then runs serially). The parallel compilation is
+    therefore made from a copy of the body named ``<qualname>.parallel``.
+    """
+
+    def __init__(self, body: Callable, **options: Any):
+        self.serial = njit(cache=True, **options)(body)
+        self.parallel = njit(cache=True, parallel=True, **options)(_renamed(body, ".parallel"))
+        functools.update_wrapper(self, body)
+
+    def __call__(self, *args: Any, parallel: bool = True) -> Any:
+        if not parallel:
+            return self.serial(*args)
+        with kernel_section:
+            return self.parallel(*args)
+
+
+def parallel_kernel(body: Callable | None = None, /, **options: Any) -> Any:
+    """Decorator making a :class:`ParallelKernel`; ``options`` go to both ``njit`` calls.
+
+    A kernel in a module (numba caches only functions defined in a file)::
+
+        @parallel_kernel
+        def _double_rows(x, out):
+            for i in prange(x.shape[0]):
+                out[i] = 2 * x[i]
+
+        _double_rows(x, out, parallel=x.size >= _PARALLEL_MIN_ELEMENTS)
+    """
+    if body is None:
+        return functools.partial(ParallelKernel, **options)
+    return ParallelKernel(body, **options)
+
+
+#: Elements per chunk when an elementwise kernel runs in parallel (64 KiB of float32).
+ELEMENTS_PER_CHUNK = 16384
+
+
+def element_chunks(size: int, parallel: bool) -> int:
+    """How many chunks an elementwise kernel splits ``size`` elements into: one when it runs
+    serially (one pass, no per-chunk overhead), else chunks of about :data:`ELEMENTS_PER_CHUNK`
+    for the threads to share.
+
+    Examples
+    --------
+    >>> element_chunks(100_000, parallel=False), element_chunks(100_000, parallel=True)
+    (1, 7)
+    """
+    return max(1, -(-size // ELEMENTS_PER_CHUNK)) if parallel else 1
+
+
+@njit(cache=True, inline="always")
+def chunk_bounds(chunk, n_chunks, size):
+    """``(start, stop)`` of chunk ``chunk`` when ``range(size)`` is cut into ``n_chunks``
+    near-equal chunks."""
+    return chunk * size // n_chunks, (chunk + 1) * size // n_chunks

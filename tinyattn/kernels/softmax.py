@@ -1,4 +1,4 @@
-"""Softmax and log-softmax along the last axis, forward and backward, plus a vectorisable exp.
+"""Softmax and log-softmax along the last axis, forward and backward.
 
 For a row ``x`` with ``m = max x`` (the shift keeps ``e^(x−m) <= 1``, so huge logits such as
 ±1e4 or ±3e38 stay finite)::
@@ -8,17 +8,14 @@ For a row ``x`` with ``m = max x`` (the shift keeps ``e^(x−m) <= 1``, so huge 
 
 A row that is entirely ``-inf`` (a fully masked row) has no defined softmax; here its softmax
 is all zeros and its gradient zero (PyTorch returns NaN), and its log-softmax is ``-inf``
-everywhere with a zero gradient (PyTorch returns NaN for both).
+everywhere with a zero gradient (PyTorch returns NaN for both). A NaN anywhere in a row makes
+the whole row NaN, as in PyTorch.
 
 The kernels run in parallel over rows when the input has at least
 ``_PARALLEL_MIN_ELEMENTS`` elements and serially below that, where waking the thread pool would
 cost more than the work (each row is independent, so the result does not depend on the path or
 the thread count). Row sums accumulate in float64; everything else stays in the input dtype.
-``fast_exp`` is the exponential every softmax-like kernel in this package uses: a range
-reduction ``e^x = 2^n · e^r`` and a polynomial in ``r`` that the compiler can vectorise (a libm
-call per element could not be). float32: degree 7, within 2 ulp of ``np.exp`` on normal results,
-results below ``e^-87`` flushed to zero; float64: degree 13, within 2 ulp, results below
-``e^-708`` flushed to zero. Both give ``+inf`` above ``e^88`` / ``e^709``.
+The exponentials are :func:`.exp.fast_exp` (a polynomial the compiler vectorises).
 """
 
 from __future__ import annotations
@@ -26,124 +23,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from llvmlite import ir
-from numba import config, njit, prange, types
-from numba.extending import intrinsic, overload
+from numba import njit, prange
 
-_LOG2E = np.float32(1.4426950408889634)
-# ln 2 split so that n · _LN2_HI is exact for the |n| <= 127 used here.
-_LN2_HI = np.float32(0.693145751953125)
-_LN2_LO = np.float32(1.428606765330187e-06)
-_EXP_LOWEST = np.float32(-87.0)  # e^-87 is just above the smallest normal float32
-_EXP_HIGHEST = np.float32(88.0)
-_HALF = np.float32(0.5)
-_ONE = np.float32(1.0)
-# Taylor coefficients 1/k! for k = 2..7: the truncation error on |r| <= ln2/2 is below 6e-9.
-_C2 = np.float32(1.0 / 2)
-_C3 = np.float32(1.0 / 6)
-_C4 = np.float32(1.0 / 24)
-_C5 = np.float32(1.0 / 120)
-_C6 = np.float32(1.0 / 720)
-_C7 = np.float32(1.0 / 5040)
+from . import FLOAT_DTYPES
+from .exp import fast_exp
+from .parallel import ParallelKernel, parallel_kernel
+
 _PARALLEL_MIN_ELEMENTS = 32768  # below this a serial pass beats waking the thread pool
-# float64: ln 2 split so that n · _LN2_HI_64 is exact for |n| <= 1024; Taylor terms 1/k!.
-_LOG2E_64 = 1.4426950408889634
-_LN2_HI_64 = 0.6931471803691238
-_LN2_LO_64 = 1.9082149292705877e-10
-_EXP64_LOWEST = -708.0  # e^-708 is just above the smallest normal float64
-_EXP64_HIGHEST = 709.0
-EXP_TAYLOR_7 = tuple(1.0 / math.factorial(k) for k in range(8))
-EXP_TAYLOR_13 = tuple(1.0 / math.factorial(k) for k in range(14))
-_EXP64_TAYLOR = np.array(EXP_TAYLOR_13)  # a global tuple would be rebuilt on every call
-
-
-def _float_from_bits_python(bits):
-    """Pure-Python twin of :func:`_float_from_bits`, used when ``NUMBA_DISABLE_JIT=1``."""
-    bits = np.asarray(bits)
-    return bits.view(np.float32 if bits.dtype == np.int32 else np.float64)[()]
-
-
-@intrinsic
-def _float_from_bits(typingctx, bits):
-    """Reinterpret the bits of an int32 (int64) as a float32 (float64), without conversion."""
-    if bits == types.int32:
-        return_type, llvm_type = types.float32, ir.FloatType()
-    elif bits == types.int64:
-        return_type, llvm_type = types.float64, ir.DoubleType()
-    else:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], llvm_type)
-
-    return return_type(bits), codegen
-
-
-if config.DISABLE_JIT:  # intrinsics only exist in compiled code
-    _float_from_bits = _float_from_bits_python  # noqa: F811
-
-
-@njit(cache=True, inline="always")
-def exp_float32(x):
-    # e^x = 2^n · e^r with n = round(x / ln2), r = x − n·ln2 in [−ln2/2, ln2/2].
-    clamped = min(max(x, _EXP_LOWEST), _EXP_HIGHEST)
-    n = np.floor(clamped * _LOG2E + _HALF)
-    r = (clamped - n * _LN2_HI) - n * _LN2_LO
-    poly = _C6 + r * _C7
-    poly = _C5 + r * poly
-    poly = _C4 + r * poly
-    poly = _C3 + r * poly
-    poly = _C2 + r * poly
-    poly = _ONE + r * poly
-    poly = _ONE + r * poly
-    two_pow_n = _float_from_bits(np.int32((np.int32(n) + 127) << 23))
-    result = poly * two_pow_n
-    if x < _EXP_LOWEST:
-        result = np.float32(0.0)
-    if x > _EXP_HIGHEST:
-        result = np.float32(np.inf)
-    if x != x:
-        result = x
-    return result
-
-
-@njit(cache=True, inline="always")
-def exp_float64(x, taylor):
-    """``e^x`` for a float64 ``x`` with the Taylor coefficients ``taylor[k] = 1/k!`` of e^r.
-
-    Same reduction as the float32 version, ``|r| <= ln2/2``: degree 13 (:data:`EXP_TAYLOR_13`)
-    truncates below 1e-17 relative, degree 7 (:data:`EXP_TAYLOR_7`) below 6e-9, enough for
-    results that are rounded to float32. Pass a tuple argument or a global array, so that the
-    compiler can unroll the polynomial.
-    """
-    clamped = min(max(x, _EXP64_LOWEST), _EXP64_HIGHEST)
-    n = np.floor(clamped * _LOG2E_64 + 0.5)
-    r = (clamped - n * _LN2_HI_64) - n * _LN2_LO_64
-    poly = taylor[len(taylor) - 1]
-    for k in range(len(taylor) - 2, -1, -1):
-        poly = taylor[k] + r * poly
-    # 2^n from its bits, through int32 (AVX2 cannot convert float64 to int64 in SIMD)
-    two_pow_n = _float_from_bits((np.int64(np.int32(n)) + 1023) << 52)
-    result = poly * two_pow_n
-    if x < _EXP64_LOWEST:
-        result = 0.0
-    if x > _EXP64_HIGHEST:
-        result = np.inf
-    if x != x:
-        result = x
-    return result
-
-
-def fast_exp(x):
-    """``e^x`` of a float scalar; in numba code a polynomial that the compiler can vectorise."""
-    return np.exp(x)
-
-
-@overload(fast_exp, jit_options={"cache": True})
-def _fast_exp_overload(x):
-    if x == types.float32:
-        return lambda x: exp_float32(x)
-    return lambda x: exp_float64(x, _EXP64_TAYLOR)
 
 
 @njit(cache=True, inline="always")
@@ -155,101 +41,77 @@ def _row_max(x, i):
     return m
 
 
-@njit(cache=True)
-def _softmax_forward_row(x, y, i):
-    m = x.dtype.type(_row_max(x, i))
-    if m == -np.inf:
-        y[i, :] = 0.0
-        return
+@njit(cache=True, inline="always")
+def _fully_masked(x, i, m):
+    """Whether row ``i`` (of maximum ``m``, NaN ignored) is all ``-inf``: no NaN in it either."""
+    if m != -np.inf:
+        return False
+    for j in range(x.shape[1]):
+        if x[i, j] != x[i, j]:
+            return False
+    return True
+
+
+@njit(cache=True, inline="always")
+def _exp_shifted_row(x, y, i, m):
+    """Write ``e^(x[i] − m)`` into ``y[i]`` and return its sum, accumulated in float64."""
     for j in range(x.shape[1]):
         y[i, j] = fast_exp(x[i, j] - m)
     total = 0.0
     for j in range(x.shape[1]):
         total += y[i, j]
-    inv_total = x.dtype.type(1.0 / total)
-    for j in range(x.shape[1]):
-        y[i, j] *= inv_total
+    return total
 
 
-@njit(cache=True)
-def _softmax_backward_row(y, grad, dx, i):
-    dot = 0.0
-    for j in range(y.shape[1]):
-        dot += grad[i, j] * y[i, j]
-    row_dot = y.dtype.type(dot)
-    for j in range(y.shape[1]):
-        dx[i, j] = y[i, j] * (grad[i, j] - row_dot)
+# Each kernel is one body over independent rows, compiled serial and parallel.
+@parallel_kernel
+def _softmax_forward_kernel(x, y):
+    for i in prange(x.shape[0]):
+        m = x.dtype.type(_row_max(x, i))
+        if _fully_masked(x, i, m):
+            y[i, :] = 0.0
+            continue
+        inv_total = x.dtype.type(1.0 / _exp_shifted_row(x, y, i, m))
+        for j in range(x.shape[1]):
+            y[i, j] *= inv_total
 
 
-@njit(cache=True)
-def _log_softmax_forward_row(x, y, i):
-    m = x.dtype.type(_row_max(x, i))
-    if m == -np.inf:
-        y[i, :] = -np.inf
-        return
-    for j in range(x.shape[1]):
-        y[i, j] = fast_exp(x[i, j] - m)  # scratch: the shifted exponentials
-    total = 0.0
-    for j in range(x.shape[1]):
-        total += y[i, j]
-    log_total = x.dtype.type(math.log(total))
-    for j in range(x.shape[1]):
-        y[i, j] = (x[i, j] - m) - log_total  # shift first: m + log(total) would round away
+@parallel_kernel
+def _softmax_backward_kernel(y, grad, dx):
+    for i in prange(y.shape[0]):
+        dot = 0.0
+        for j in range(y.shape[1]):
+            dot += grad[i, j] * y[i, j]
+        row_dot = y.dtype.type(dot)
+        for j in range(y.shape[1]):
+            dx[i, j] = y[i, j] * (grad[i, j] - row_dot)
 
 
-@njit(cache=True)
-def _log_softmax_backward_row(y, grad, dx, i):
-    if _row_max(y, i) == -np.inf:
-        dx[i, :] = 0.0
-        return
-    total = 0.0
-    for j in range(y.shape[1]):
-        total += grad[i, j]
-    grad_sum = y.dtype.type(total)
-    for j in range(y.shape[1]):
-        dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
+@parallel_kernel
+def _log_softmax_forward_kernel(x, y):
+    for i in prange(x.shape[0]):
+        m = x.dtype.type(_row_max(x, i))
+        if _fully_masked(x, i, m):
+            y[i, :] = -np.inf
+            continue
+        # y[i] holds the shifted exponentials until it is overwritten below
+        log_total = x.dtype.type(math.log(_exp_shifted_row(x, y, i, m)))
+        for j in range(x.shape[1]):
+            y[i, j] = (x[i, j] - m) - log_total  # shift first: m + log(total) would round away
 
 
-# Each kernel walks the rows with prange when ``parallel`` is set and with a plain loop
-# otherwise: waking the thread pool costs more than a small input takes serially.
-@njit(cache=True, parallel=True)
-def _softmax_forward_kernel(x, y, parallel):
-    if parallel:
-        for i in prange(x.shape[0]):
-            _softmax_forward_row(x, y, i)
-    else:
-        for i in range(x.shape[0]):
-            _softmax_forward_row(x, y, i)
-
-
-@njit(cache=True, parallel=True)
-def _softmax_backward_kernel(y, grad, dx, parallel):
-    if parallel:
-        for i in prange(y.shape[0]):
-            _softmax_backward_row(y, grad, dx, i)
-    else:
-        for i in range(y.shape[0]):
-            _softmax_backward_row(y, grad, dx, i)
-
-
-@njit(cache=True, parallel=True)
-def _log_softmax_forward_kernel(x, y, parallel):
-    if parallel:
-        for i in prange(x.shape[0]):
-            _log_softmax_forward_row(x, y, i)
-    else:
-        for i in range(x.shape[0]):
-            _log_softmax_forward_row(x, y, i)
-
-
-@njit(cache=True, parallel=True)
-def _log_softmax_backward_kernel(y, grad, dx, parallel):
-    if parallel:
-        for i in prange(y.shape[0]):
-            _log_softmax_backward_row(y, grad, dx, i)
-    else:
-        for i in range(y.shape[0]):
-            _log_softmax_backward_row(y, grad, dx, i)
+@parallel_kernel
+def _log_softmax_backward_kernel(y, grad, dx):
+    for i in prange(y.shape[0]):
+        if _fully_masked(y, i, _row_max(y, i)):
+            dx[i, :] = 0.0
+            continue
+        total = 0.0
+        for j in range(y.shape[1]):
+            total += grad[i, j]
+        grad_sum = y.dtype.type(total)
+        for j in range(y.shape[1]):
+            dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
 
 
 def _parallel(rows: np.ndarray) -> bool:
@@ -257,27 +119,29 @@ def _parallel(rows: np.ndarray) -> bool:
     return rows.shape[0] > 1 and rows.size >= _PARALLEL_MIN_ELEMENTS
 
 
-def _as_rows(name: str, x: np.ndarray) -> np.ndarray:
-    """Validate a float array of ndim >= 1 and view it as contiguous 2-D rows (N, C)."""
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: expected a numpy array, got {type(x).__name__}")
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: expected float32 or float64, got {x.dtype}")
-    if x.ndim == 0:
-        raise ValueError(f"{name}: expected an array with at least 1 dimension, got shape ()")
+def _as_rows(x: np.ndarray) -> np.ndarray:
+    """``x`` (float32 or float64, ndim >= 1) as contiguous 2-D rows (N, C)."""
+    assert x.dtype in FLOAT_DTYPES and x.ndim >= 1, (
+        f"float32 or float64, ndim >= 1 expected, got {x.dtype} {x.shape}")
     n_cols = x.shape[-1]
     return np.ascontiguousarray(x).reshape(x.size // n_cols if n_cols else 0, n_cols)
 
 
-def _as_row_pair(name: str, y: np.ndarray, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    y_rows = _as_rows(name, y)
-    grad_rows = _as_rows(name, grad)
-    if y.shape != grad.shape or y.dtype != grad.dtype:
-        raise ValueError(
-            f"{name}: output {y.shape} {y.dtype} and grad {grad.shape} {grad.dtype} "
-            "must have the same shape and dtype"
-        )
-    return y_rows, grad_rows
+def _forward(kernel: ParallelKernel, x: np.ndarray) -> np.ndarray:
+    """Run a forward row kernel on the rows of ``x``; the result has the shape of ``x``."""
+    rows = _as_rows(x)
+    y = np.empty_like(rows)
+    kernel(rows, y, parallel=_parallel(rows))
+    return y.reshape(x.shape)
+
+
+def _backward(kernel: ParallelKernel, y: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """Run a backward row kernel on the output ``y`` and its gradient (same shape and dtype)."""
+    assert y.shape == grad.shape and y.dtype == grad.dtype, (y.shape, y.dtype, grad.dtype)
+    y_rows = _as_rows(y)
+    dx = np.empty_like(y_rows)
+    kernel(y_rows, _as_rows(grad), dx, parallel=_parallel(y_rows))
+    return dx.reshape(y.shape)
 
 
 def softmax_forward(x: np.ndarray) -> np.ndarray:
@@ -289,18 +153,12 @@ def softmax_forward(x: np.ndarray) -> np.ndarray:
     array([[0.25, 0.75],
            [0.  , 0.  ]])
     """
-    rows = _as_rows("softmax_forward", x)
-    y = np.empty_like(rows)
-    _softmax_forward_kernel(rows, y, _parallel(rows))
-    return y.reshape(x.shape)
+    return _forward(_softmax_forward_kernel, x)
 
 
 def softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of softmax from its output ``y``: ``dx = y ⊙ (g − Σ g ⊙ y)`` per row."""
-    y_rows, grad_rows = _as_row_pair("softmax_backward", y, grad)
-    dx = np.empty_like(y_rows)
-    _softmax_backward_kernel(y_rows, grad_rows, dx, _parallel(y_rows))
-    return dx.reshape(y.shape)
+    return _backward(_softmax_backward_kernel, y, grad)
 
 
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:
@@ -311,18 +169,12 @@ def log_softmax_forward(x: np.ndarray) -> np.ndarray:
     >>> np.exp(log_softmax_forward(np.array([0.0, np.log(3.0)]))).round(6)
     array([0.25, 0.75])
     """
-    rows = _as_rows("log_softmax_forward", x)
-    y = np.empty_like(rows)
-    _log_softmax_forward_kernel(rows, y, _parallel(rows))
-    return y.reshape(x.shape)
+    return _forward(_log_softmax_forward_kernel, x)
 
 
 def log_softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of log-softmax from its output: ``dx = g − e^y Σ g``; all ``-inf`` rows → 0."""
-    y_rows, grad_rows = _as_row_pair("log_softmax_backward", y, grad)
-    dx = np.empty_like(y_rows)
-    _log_softmax_backward_kernel(y_rows, grad_rows, dx, _parallel(y_rows))
-    return dx.reshape(y.shape)
+    return _backward(_log_softmax_backward_kernel, y, grad)
 
 
 def softmax_forward_numpy(x: np.ndarray) -> np.ndarray:

@@ -11,13 +11,13 @@ PyTorch.
 from __future__ import annotations
 
 import math
-import numbers
 import warnings
 from collections.abc import Callable
 
 import numpy as np
 
 from .. import random
+from ..ops.validate import check_number
 from ..tensor import Tensor
 
 __all__ = [
@@ -55,12 +55,6 @@ def _source(op: str, generator: np.random.Generator | None) -> np.random.Generat
     return generator
 
 
-def _real(op: str, **values: float) -> None:
-    for key, value in values.items():
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value):
-            raise TypeError(f"{op}: {key} must be a real number, got {value!r}")
-
-
 def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
     """The recommended gain for a nonlinearity, as ``torch.nn.init.calculate_gain``.
 
@@ -80,8 +74,7 @@ def calculate_gain(nonlinearity: str, param: float | None = None) -> float:
         return math.sqrt(2.0)
     if nonlinearity == "leaky_relu":
         slope = 0.01 if param is None else param
-        if isinstance(slope, bool) or not isinstance(slope, (int, float)):
-            raise ValueError(f"calculate_gain: negative slope {slope!r} is not a number")
+        slope = check_number("calculate_gain", "negative slope", slope)
         return math.sqrt(2.0 / (1.0 + slope**2))
     if nonlinearity == "selu":
         return 3.0 / 4.0
@@ -129,7 +122,8 @@ def uniform_(tensor: Tensor, a: float = 0.0, b: float = 1.0,
     >>> bool((w.numpy() >= -0.5).all() and (w.numpy() < 0.5).all())
     True
     """
-    _real("uniform_", a=a, b=b)
+    check_number("uniform_", "a", a)
+    check_number("uniform_", "b", b)
     if not a <= b:
         raise ValueError(f"uniform_: expected a <= b, got a={a} and b={b}")
     shape = _writable("uniform_", tensor).shape
@@ -146,7 +140,8 @@ def normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0,
     >>> ta.nn.init.normal_(ta.zeros(2, 3), std=0.02).shape
     (2, 3)
     """
-    _real("normal_", mean=mean, std=std)
+    check_number("normal_", "mean", mean)
+    check_number("normal_", "std", std)
     if not std >= 0:
         raise ValueError(f"normal_: std must be >= 0, got {std}")
     shape = _writable("normal_", tensor).shape
@@ -189,7 +184,8 @@ def trunc_normal_(tensor: Tensor, mean: float = 0.0, std: float = 1.0, a: float 
     True
     """
     op = "trunc_normal_"
-    _real(op, mean=mean, std=std, a=a, b=b)
+    for key, value in (("mean", mean), ("std", std), ("a", a), ("b", b)):
+        check_number(op, key, value, finite=False)
     if not std > 0:
         raise ValueError(f"{op}: std must be > 0, got {std}")
     if not a < b:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..functional import linear
+from ..ops.validate import check_int
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter, check_device, float_dtype
@@ -35,13 +36,10 @@ class Linear(Module):
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: Any = None, dtype: Any = None):
         super().__init__()
-        for label, size in (("in_features", in_features), ("out_features", out_features)):
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 0:
-                raise ValueError(f"Linear: {label} must be a non-negative int, got {size!r}")
+        self.in_features = check_int("Linear", "in_features", in_features, 0)
+        self.out_features = check_int("Linear", "out_features", out_features, 0)
         check_device("Linear", device)
         dtype = float_dtype("Linear", dtype)
-        self.in_features = int(in_features)
-        self.out_features = int(out_features)
         self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype))
         if bias:
             self.bias = Parameter(np.empty(self.out_features, dtype))

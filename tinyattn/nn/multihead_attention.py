@@ -20,6 +20,7 @@ import numpy as np
 from ..functional import linear, scaled_dot_product_attention
 from ..functional.dropout import check_probability
 from ..ops import cat
+from ..ops.validate import check_int
 from ..tensor import Tensor
 from . import init
 from .attention import MultiHeadAttention
@@ -28,12 +29,6 @@ from .module import Module, Parameter, check_device, float_dtype
 
 _IMPLS = ("auto", "composed", "fused")
 _NAME = "MultiheadAttention"
-
-
-def _positive_int(label: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value <= 0:
-        raise ValueError(f"{_NAME}: {label} must be a positive int, got {value!r}")
-    return int(value)
 
 
 def _check_impl(impl: Any) -> str:
@@ -119,12 +114,12 @@ class MultiheadAttention(Module):
                  vdim: int | None = None, batch_first: bool = False, device: Any = None,
                  dtype: Any = None, *, impl: str = "auto"):
         super().__init__()
-        E = self.embed_dim = _positive_int("embed_dim", embed_dim)
-        H = self.num_heads = _positive_int("num_heads", num_heads)
+        E = self.embed_dim = check_int(_NAME, "embed_dim", embed_dim, 1)
+        H = self.num_heads = check_int(_NAME, "num_heads", num_heads, 1)
         if E % H:
             raise ValueError(f"{_NAME}: embed_dim {E} must be divisible by num_heads {H}")
-        self.kdim = E if kdim is None else _positive_int("kdim", kdim)
-        self.vdim = E if vdim is None else _positive_int("vdim", vdim)
+        self.kdim = E if kdim is None else check_int(_NAME, "kdim", kdim, 1)
+        self.vdim = E if vdim is None else check_int(_NAME, "vdim", vdim, 1)
         self._qkv_same_embed_dim = self.kdim == E and self.vdim == E
         self.head_dim = E // H
         self.dropout = check_probability(_NAME, dropout)

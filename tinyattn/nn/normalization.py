@@ -8,6 +8,7 @@ import numpy as np
 
 from ..functional import layer_norm
 from ..functional.normalization import normalized_shape_tuple
+from ..ops.validate import check_number
 from ..tensor import Tensor
 from .module import Module, Parameter
 
@@ -35,9 +36,9 @@ class LayerNorm(Module):
     ):
         super().__init__()
         self.normalized_shape = normalized_shape_tuple("LayerNorm", normalized_shape)
-        if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)) or not eps > 0:
-            raise ValueError(f"LayerNorm: eps must be a number > 0, got {eps!r}")
-        self.eps = float(eps)
+        self.eps = check_number("LayerNorm", "eps", eps, low=0.0)
+        if self.eps == 0.0:
+            raise ValueError("LayerNorm: eps must be > 0")
         self.elementwise_affine = bool(elementwise_affine)
         self.weight = self.bias = None
         if elementwise_affine:

@@ -8,6 +8,7 @@ import numpy as np
 
 from ..functional import embedding
 from ..functional.sparse import normalize_padding_idx
+from ..ops.validate import check_int
 from ..tensor import Tensor
 from . import init
 from .module import Module, Parameter, check_device, float_dtype
@@ -34,11 +35,8 @@ class Embedding(Module):
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  device: Any = None, dtype: Any = None):
         super().__init__()
-        for label, size in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim)):
-            if isinstance(size, bool) or not isinstance(size, (int, np.integer)) or size < 1:
-                raise ValueError(f"Embedding: {label} must be a positive int, got {size!r}")
-        self.num_embeddings = int(num_embeddings)
-        self.embedding_dim = int(embedding_dim)
+        self.num_embeddings = check_int("Embedding", "num_embeddings", num_embeddings, 1)
+        self.embedding_dim = check_int("Embedding", "embedding_dim", embedding_dim, 1)
         self.padding_idx = normalize_padding_idx("Embedding", padding_idx, self.num_embeddings)
         check_device("Embedding", device)
         self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim),

@@ -8,6 +8,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from ..ops.validate import check_number
 from ..tensor import Tensor
 
 
@@ -27,12 +28,6 @@ def _tensors(op: str, parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
             raise TypeError(f"{op}: parameters[{index}] must be a Tensor, got "
                             f"{type(param).__name__}")
     return params
-
-
-def _check_real(op: str, key: str, value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        raise TypeError(f"{op}: {key} must be a real number, got {type(value).__name__}")
-    return float(value)
 
 
 def _float_grads(op: str, params: list[Tensor]) -> list[np.ndarray]:
@@ -85,8 +80,8 @@ def clip_grad_norm_(parameters: Tensor | Iterable[Tensor], max_norm: float,
     """
     name = "clip_grad_norm_"
     params = _tensors(name, parameters)
-    max_norm = _check_real(name, "max_norm", max_norm)
-    norm_type = _check_real(name, "norm_type", norm_type)
+    max_norm = check_number(name, "max_norm", max_norm, finite=False)
+    norm_type = check_number(name, "norm_type", norm_type, finite=False)
     if math.isnan(max_norm) or max_norm < 0:
         raise ValueError(f"{name}: max_norm must be >= 0, got {max_norm}")
     if math.isnan(norm_type) or norm_type <= 0:
@@ -125,7 +120,7 @@ def clip_grad_value_(parameters: Tensor | Iterable[Tensor], clip_value: float,
     """
     name = "clip_grad_value_"
     params = _tensors(name, parameters)
-    clip_value = _check_real(name, "clip_value", clip_value)
+    clip_value = check_number(name, "clip_value", clip_value, finite=False)
     if math.isnan(clip_value) or clip_value < 0:
         raise ValueError(f"{name}: clip_value must be >= 0, got {clip_value}")
     for grad in _float_grads(name, params):

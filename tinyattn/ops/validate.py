@@ -38,8 +38,7 @@ def check_int(op: str, label: str, value: Any, minimum: int | None = None) -> in
     if not is_int(value):
         raise TypeError(f"{op}: {label} must be an int, got {type(value).__name__} {value!r}")
     if minimum is not None and value < minimum:
-        wanted = {0: "a non-negative int", 1: "a positive int"}.get(minimum, f">= {minimum}")
-        raise ValueError(f"{op}: {label} must be {wanted}, got {value}")
+        raise ValueError(f"{op}: {label} must be an int >= {minimum}, got {value}")
     return int(value)
 
 
@@ -47,15 +46,17 @@ def check_number(op: str, label: str, value: Any, low: float | None = None,
                  high: float | None = None, finite: bool = True) -> float:
     """``value`` as a float within ``[low, high]``, or an error naming ``op`` and ``label``."""
     if not is_number(value):
-        raise TypeError(f"{op}: {label} must be a number, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{op}: {label} must be a real number, got {type(value).__name__} "
+                        f"{value!r}")
     value = float(value)
-    if finite and not math.isfinite(value):
+    if math.isnan(value) or (finite and not math.isfinite(value)):
         raise ValueError(f"{op}: {label} must be a finite number, got {value}")
     if (low is not None and value < low) or (high is not None and value > high):
-        bounds = f"[{low:g}, {high:g}]" if low is not None and high is not None else \
-            (f">= {low:g}" if low is not None else f"<= {high:g}")
-        raise ValueError(f"{op}: {label} must be {'in ' if '[' in bounds else ''}{bounds}, "
-                         f"got {value}")
+        if low is not None and high is not None:
+            wanted = f"in [{low:g}, {high:g}]"
+        else:
+            wanted = f">= {low:g}" if low is not None else f"<= {high:g}"
+        raise ValueError(f"{op}: {label} must be a number {wanted}, got {value}")
     return value
 
 

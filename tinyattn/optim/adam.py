@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import math
-import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
 
 from ..kernels.adamw import adamw_step
+from ..ops.validate import check_number
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_hyperparameter
+from .optimizer import Optimizer
 
 
 def _amsgrad_step(params: list[np.ndarray], grads: list[np.ndarray], exp_avgs: list[np.ndarray],
@@ -108,7 +108,7 @@ class Adam(Optimizer):
     def _check_group(self, group: Mapping[str, Any]) -> None:
         name = type(self).__name__
         for key in ("lr", "eps", "weight_decay"):
-            check_hyperparameter(name, key, group[key])
+            check_number(name, key, group[key], low=0.0)
         betas = group["betas"]
         if isinstance(betas, (str, bytes)) or not isinstance(betas, Iterable):
             raise TypeError(f"{name}: betas must be a pair of floats, got {betas!r}")
@@ -116,10 +116,7 @@ class Adam(Optimizer):
         if len(betas) != 2:
             raise ValueError(f"{name}: betas must be a pair of floats, got {betas!r}")
         for index, beta in enumerate(betas):
-            if isinstance(beta, bool) or not isinstance(beta, numbers.Real):
-                raise TypeError(f"{name}: betas[{index}] must be a real number, got "
-                                f"{type(beta).__name__}")
-            if not 0.0 <= beta < 1.0:
+            if not 0.0 <= check_number(name, f"betas[{index}]", beta) < 1.0:
                 raise ValueError(f"{name}: betas[{index}] must be in [0, 1), got {beta}")
 
     def _update(self, group: dict[str, Any], params: list[Tensor],

@@ -15,14 +15,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .optimizer import Optimizer, check_hyperparameter
-
-
-def _check_step_count(owner: str, key: str, value: Any, minimum: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{owner}: {key} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{owner}: {key} must be >= {minimum}, got {value}")
+from ..ops.validate import check_int, check_number
+from .optimizer import Optimizer
 
 
 def cosine_warmup_lr(step: int, base_lr: float, warmup_steps: int, total_steps: int,
@@ -44,11 +38,11 @@ def cosine_warmup_lr(step: int, base_lr: float, warmup_steps: int, total_steps: 
     [0.25, 0.5, 0.75, 1.0, 0.854, 0.5, 0.146, 0.0, 0.0]
     """
     name = "cosine_warmup_lr"
-    _check_step_count(name, "step", step, 0)
-    _check_step_count(name, "warmup_steps", warmup_steps, 0)
-    _check_step_count(name, "total_steps", total_steps, warmup_steps + 1)
-    check_hyperparameter(name, "base_lr", base_lr)
-    check_hyperparameter(name, "min_lr", min_lr)
+    check_int(name, "step", step, 0)
+    check_int(name, "warmup_steps", warmup_steps, 0)
+    check_int(name, "total_steps", total_steps, warmup_steps + 1)
+    check_number(name, "base_lr", base_lr, low=0.0)
+    check_number(name, "min_lr", min_lr, low=0.0)
     if min_lr > base_lr:
         raise ValueError(f"{name}: min_lr must be <= base_lr, got min_lr={min_lr}, "
                          f"base_lr={base_lr}")
@@ -71,7 +65,7 @@ class LRScheduler:
         name = type(self).__name__
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{name}: expected an Optimizer, got {type(optimizer).__name__}")
-        _check_step_count(name, "last_epoch", last_epoch, -1)
+        check_int(name, "last_epoch", last_epoch, -1)
         if last_epoch == -1:
             for group in optimizer.param_groups:
                 group.setdefault("initial_lr", group["lr"])
@@ -193,8 +187,8 @@ class StepLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1,
                  last_epoch: int = -1) -> None:
-        _check_step_count("StepLR", "step_size", step_size, 1)
-        check_hyperparameter("StepLR", "gamma", gamma)
+        check_int("StepLR", "step_size", step_size, 1)
+        check_number("StepLR", "gamma", gamma, low=0.0)
         self.step_size = step_size
         self.gamma = gamma
         super().__init__(optimizer, last_epoch)
@@ -235,13 +229,10 @@ class LinearLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, start_factor: float = 1.0 / 3,
                  end_factor: float = 1.0, total_iters: int = 5, last_epoch: int = -1) -> None:
-        for key, value in (("start_factor", start_factor), ("end_factor", end_factor)):
-            check_hyperparameter("LinearLR", key, value)
-        if not 0 < start_factor <= 1:
+        if check_number("LinearLR", "start_factor", start_factor, 0.0, 1.0) == 0.0:
             raise ValueError(f"LinearLR: start_factor must be in (0, 1], got {start_factor}")
-        if not 0 <= end_factor <= 1:
-            raise ValueError(f"LinearLR: end_factor must be in [0, 1], got {end_factor}")
-        _check_step_count("LinearLR", "total_iters", total_iters, 1)
+        check_number("LinearLR", "end_factor", end_factor, 0.0, 1.0)
+        check_int("LinearLR", "total_iters", total_iters, 1)
         self.start_factor = start_factor
         self.end_factor = end_factor
         self.total_iters = total_iters
@@ -287,8 +278,8 @@ class CosineAnnealingLR(LRScheduler):
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0,
                  last_epoch: int = -1) -> None:
-        _check_step_count("CosineAnnealingLR", "T_max", T_max, 1)
-        check_hyperparameter("CosineAnnealingLR", "eta_min", eta_min)
+        check_int("CosineAnnealingLR", "T_max", T_max, 1)
+        check_number("CosineAnnealingLR", "eta_min", eta_min, low=0.0)
         self.T_max = T_max
         self.eta_min = eta_min
         super().__init__(optimizer, last_epoch)

@@ -11,8 +11,6 @@ Updates write into ``p.data`` in place, so arrays a caller holds on to stay vali
 
 from __future__ import annotations
 
-import math
-import numbers
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
@@ -21,24 +19,6 @@ import numpy as np
 
 from ..autograd import enable_grad, no_grad
 from ..tensor import Tensor
-
-
-def check_hyperparameter(owner: str, key: str, value: Any, minimum: float | None = 0.0) -> None:
-    """Raise unless ``value`` is a finite real number >= ``minimum`` (None: no lower bound).
-
-    Examples
-    --------
-    >>> check_hyperparameter("SGD", "lr", 0.1)
-    >>> check_hyperparameter("SGD", "lr", -1.0)
-    Traceback (most recent call last):
-    ...
-    ValueError: SGD: lr must be a finite number >= 0, got -1.0
-    """
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{owner}: {key} must be a real number, got {type(value).__name__}")
-    if not math.isfinite(value) or (minimum is not None and value < minimum):
-        bound = "" if minimum is None else f" >= {minimum:g}"
-        raise ValueError(f"{owner}: {key} must be a finite number{bound}, got {value}")
 
 
 class Optimizer:

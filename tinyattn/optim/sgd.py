@@ -7,8 +7,9 @@ from typing import Any
 
 import numpy as np
 
+from ..ops.validate import check_number
 from ..tensor import Tensor
-from .optimizer import Optimizer, check_hyperparameter
+from .optimizer import Optimizer
 
 
 class SGD(Optimizer):
@@ -63,8 +64,8 @@ class SGD(Optimizer):
 
     def _check_group(self, group: Mapping[str, Any]) -> None:
         for key in ("lr", "momentum", "weight_decay"):
-            check_hyperparameter("SGD", key, group[key])
-        check_hyperparameter("SGD", "dampening", group["dampening"], minimum=None)
+            check_number("SGD", key, group[key], low=0.0)
+        check_number("SGD", "dampening", group["dampening"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError(f"SGD: nesterov=True requires momentum > 0 and dampening = 0, got "
                              f"momentum={group['momentum']}, dampening={group['dampening']}")

@@ -1,0 +1,34 @@
+"""The vectorisable exponential ``fast_exp`` against ``np.exp``, float32 and float64."""
+
+import numpy as np
+from numba import njit
+
+from tinyattn.kernels.exp import fast_exp
+
+
+@njit
+def _exp_all(values, out):
+    for i in range(values.size):
+        out[i] = fast_exp(values[i])
+
+
+def test_exp_float32_is_within_two_ulp_and_keeps_special_values():
+    x = np.concatenate([np.linspace(-87, 88, 100_001), [-1e4, -np.inf, np.inf, np.nan]])
+    x = x.astype(np.float32)
+    y = np.empty_like(x)
+    _exp_all(x, y)
+    exact = np.exp(x[:-4].astype(np.float64))
+    ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
+    assert (np.abs(y[:-4] - exact) <= 2 * ulp).all()
+    assert y[-4] == 0 and y[-3] == 0 and y[-2] == np.inf and np.isnan(y[-1])
+
+
+def test_exp_float64_is_within_two_ulp_and_keeps_special_values():
+    rng = np.random.default_rng(3)
+    x = np.concatenate([np.linspace(-708, 709, 100_001), rng.uniform(-1, 1, 10_000),
+                        [-709.0, -1e4, -np.inf, np.inf, np.nan]])
+    y = np.empty_like(x)
+    _exp_all(x, y)
+    exact = np.exp(x[:-5])  # correctly rounded to within an ulp
+    assert (np.abs(y[:-5] - exact) <= 2 * np.spacing(exact)).all()
+    assert y[-5] == 0 and y[-4] == 0 and y[-3] == 0 and y[-2] == np.inf and np.isnan(y[-1])

@@ -1,0 +1,63 @@
+"""Study tools: watch, check and explain one backward pass through attention.
+
+=====================  ==============================================================
+module                 what it gives
+=====================  ==============================================================
+``trace.py``           :func:`trace`: the gradient norms every op saw in one backward
+``dot.py``             :func:`to_dot`, :func:`render`: the graph as Graphviz DOT / SVG
+``check.py``           :func:`check_graph`: every node's backward vs finite differences
+``explain.py``         :func:`explain`: the symbolic gradient path to a tensor
+``formulas.py``        how each op's chain-rule step is written for ``explain``
+``ledger.py``          :func:`memory_ledger`: every array saved for backward
+``gradients.py``       :func:`attention_gradients`: P, dP, dS per layer and head; rollout
+``saturation.py``      softmax saturation statistics and the scale lab
+``plots.py``           heatmaps and curves (matplotlib, optional)
+``table.py``           reports as text tables and Jupyter HTML
+``graph.py``           walking a recorded graph (node numbering shared by every tool)
+=====================  ==============================================================
+
+Every tool numbers the nodes of a graph the same way (``#0`` produced the output), refuses a
+tensor that is not in a graph or a graph freed by ``backward`` with a clear error, and prints as
+a plain-text table (an HTML table in Jupyter).
+"""
+
+from .check import CheckReport, NodeCheck, check_graph
+from .dot import DotGraph, render, to_dot
+from .explain import ExplainStep, Explanation, explain
+from .gradients import (
+    AttentionGradients,
+    GradientRollout,
+    LayerGradients,
+    attention_gradients,
+    gradient_rollout,
+)
+from .ledger import MemoryLedger, SavedArray, memory_ledger
+from .plots import (
+    plot_attention,
+    plot_attention_gradients,
+    plot_gradient_rollout,
+    plot_losses,
+    plot_scale_lab,
+)
+from .saturation import (
+    HeadSaturation,
+    SaturationReport,
+    ScaleLab,
+    ScaleRecord,
+    row_entropy,
+    saturation,
+    scale_lab,
+    softmax_gain,
+    standard_scales,
+)
+from .trace import Trace, TraceRow, trace
+
+__all__ = [
+    "AttentionGradients", "CheckReport", "DotGraph", "ExplainStep", "Explanation",
+    "GradientRollout", "HeadSaturation", "LayerGradients", "MemoryLedger", "NodeCheck",
+    "SaturationReport", "SavedArray", "ScaleLab", "ScaleRecord", "Trace", "TraceRow",
+    "attention_gradients", "check_graph", "explain", "gradient_rollout", "memory_ledger",
+    "plot_attention", "plot_attention_gradients", "plot_gradient_rollout", "plot_losses",
+    "plot_scale_lab", "render", "row_entropy", "saturation", "scale_lab",
+    "softmax_gain", "standard_scales", "to_dot", "trace",
+]
