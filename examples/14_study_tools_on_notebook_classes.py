@@ -63,7 +63,8 @@ for op in ("MaskedFill", "Softmax", "MatMul", "Linear"):
     assert op in ops, f"{op} missing from the trace"
 print("  [ok] the in-place masked_fill_ of the notebook is a node of the graph like any op")
 # d loss / d context = G, so the norm the trace shows going into the context is ‖G‖.
-compare("trace: |grad| sent to the context == |G|", record[1].input_grad_norms[0],
+times_G = next(row for row in record if row.name == "Mul")  # context * G
+compare("trace: |grad| sent to the context == |G|", times_G.input_grad_norms[0],
         np.linalg.norm(G.numpy()))
 
 dot = inspect.to_dot(loss, record, names=dict(mha.named_parameters()))
