@@ -89,8 +89,8 @@ def test_bincount_counts_each_value():
 
 @pytest.mark.xfail(strict=True, reason="F.scaled_dot_product_attention(..., enable_gqa=True) "
                    "with fewer key/value heads than query heads fails on the default path "
-                   "(impl='auto' picks the fused kernel, which rejects the shapes); "
-                   "impl='composed' works")
+                   "(impl='auto' picks the fused kernel, which rejects the shapes), and so does "
+                   "nn.MultiHeadAttention(num_kv_heads=...); impl='composed' works")
 def test_grouped_query_attention_on_the_default_path():
     rng = np.random.default_rng(0)
     q = ta.tensor(rng.standard_normal((1, 4, 3, 8)))  # (B, H, T, D)
@@ -100,6 +100,8 @@ def test_grouped_query_attention_on_the_default_path():
         q, k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1))
     out = F.scaled_dot_product_attention(q, k, v, enable_gqa=True)
     np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-12, atol=1e-12)
+    layer = ta.nn.MultiHeadAttention(8, 4, num_kv_heads=2)
+    assert layer(ta.randn(2, 5, 8)).shape == (2, 5, 8)
 
 
 @pytest.mark.xfail(strict=True, reason="printing a float16 tensor raises numpy's 'overflow "
