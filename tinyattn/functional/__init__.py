@@ -11,6 +11,15 @@ from .normalization import layer_norm
 from .padding import pad
 from .sparse import embedding, one_hot
 
+
+def __getattr__(name: str) -> object:
+    """A PyTorch function that tinyattn does not have: say so clearly."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(f"tinyattn has no torch.nn.functional.{name}: see 'What runs "
+                         "unchanged' in the README for what tinyattn.nn.functional covers")
+
+
 __all__ = [
     "AttentionPath", "choose_path", "cross_entropy", "dropout", "embedding", "gelu",
     "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss", "one_hot", "pad", "relu",

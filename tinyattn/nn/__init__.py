@@ -10,6 +10,7 @@ from .checkpoint import load
 from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .linear import Linear
+from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .module import IncompatibleKeys, Module, Parameter
 from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm
@@ -17,12 +18,21 @@ from .sparse import Embedding
 from .transformer import TransformerBlock
 
 __all__ = [
-    "GELU", "Dropout", "Embedding", "Identity", "IncompatibleKeys", "LayerNorm", "Linear",
-    "LogSoftmax", "Module", "ModuleDict", "ModuleList", "MultiHeadAttention",
-    "MultiHeadAttentionWrapper", "MultiheadAttention", "Parameter", "ReLU", "SelfAttention",
-    "Sequential", "SiLU", "Sigmoid", "Softmax", "Tanh", "TransformerBlock", "functional", "init",
-    "load", "utils",
+    "CrossEntropyLoss", "Dropout", "Embedding", "functional", "GELU", "Identity",
+    "IncompatibleKeys", "init", "LayerNorm", "Linear", "load", "LogSoftmax", "Module",
+    "ModuleDict", "ModuleList", "MSELoss", "MultiheadAttention", "MultiHeadAttention",
+    "MultiHeadAttentionWrapper", "NLLLoss", "Parameter", "ReLU", "SelfAttention", "Sequential",
+    "Sigmoid", "SiLU", "Softmax", "Tanh", "TransformerBlock", "utils",
 ]
 
 # ``import tinyattn.nn.functional as F`` (PyTorch's path) finds the one functional package
 sys.modules[__name__ + ".functional"] = functional
+
+
+def __getattr__(name: str) -> object:
+    """A PyTorch layer that tinyattn does not have: say so clearly."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(f"tinyattn has no torch.nn.{name}: tinyattn.nn covers the layers that "
+                         "attention and small-GPT code uses (see 'What runs unchanged' in the "
+                         "README)")
