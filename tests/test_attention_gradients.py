@@ -216,7 +216,7 @@ def test_saturation_report_per_head():
 def test_the_scale_lab_measures_what_a_plain_backward_gives():
     model = language_model()
     idx, targets = batch()
-    before = {k: v.copy() for k, v in model.state_dict().items()}
+    before = {k: v.clone() for k, v in model.state_dict().items()}
     lab = inspect.scale_lab(model, (idx, targets), inspect.standard_scales(D, 8.0), steps=2)
     for key, value in model.state_dict().items():  # the weights are restored
         np.testing.assert_array_equal(value, before[key])

@@ -129,7 +129,7 @@ def test_grad_fn_names_the_op_and_links_to_inputs():
     x = ta.ones(2, requires_grad=True)
     y = x.exp() * 2
     assert y.grad_fn.name == "Mul"
-    assert y.grad_fn.next_functions[0].name == "Exp"
+    assert y.grad_fn.next_functions[0][0].name == "Exp"
     assert not y.is_leaf and x.is_leaf
 
 

@@ -72,6 +72,7 @@ from .dtypes import (
     uint8,
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .kernels.parallel import get_num_threads, set_num_threads
 from .models import TransformerLM
 from .ops import (
     abs,
@@ -81,12 +82,14 @@ from .ops import (
     amin,
     argmax,
     argmin,
+    bincount,
     bmm,
     cat,
     chunk,
     clamp,
     clone,
     cos,
+    cumsum,
     div,
     dot,
     eq,
@@ -96,6 +99,7 @@ from .ops import (
     flatten,
     flip,
     gather,
+    index_select,
     isclose,
     isfinite,
     isinf,
@@ -142,8 +146,10 @@ from .ops import (
     var,
     where,
 )
+from .printing import set_printoptions
 from .random import manual_seed, multinomial, seed
-from .tensor import Tensor, device
+from .serialization import load, save
+from .tensor import Size, Tensor, device
 
 # PyTorch's other names for the dtypes, and its constants
 float = float32  # noqa: A001
@@ -162,23 +168,23 @@ swapaxes = transpose
 __version__ = "0.2.0"
 
 __all__ = [
-    "F", "GradcheckError", "Tensor", "TransformerLM", "abs", "add", "allclose", "amax", "amin",
-    "arange", "argmax", "argmin", "as_tensor", "autograd", "bmm", "bool", "bool_", "cat",
-    "chunk", "clamp", "clip", "clone", "concat", "concatenate", "cos", "cuda",
-    "detect_anomaly", "device", "div", "dot", "double", "dtypes", "e", "empty", "empty_like",
-    "enable_grad", "eq", "equal", "erf", "exp", "eye", "flatten", "flip", "float",
-    "float32", "float64", "from_numpy", "full", "full_like", "functional", "gather",
-    "get_default_dtype", "gradcheck", "gradgradcheck", "inf", "inference_mode",
-    "inspect", "int", "int8", "int16", "int32", "int64", "is_floating_point",
-    "is_grad_enabled", "isclose", "isfinite", "isinf", "isnan", "linspace", "log",
-    "log_softmax", "logical_and", "logical_not", "logical_or", "logsumexp", "long",
-    "manual_seed", "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm",
-    "models", "movedim", "mul", "multinomial", "nan", "nn", "no_grad", "ones", "ones_like",
-    "optim", "permute", "pi", "pow", "promote_types", "rand", "rand_like", "randint", "randn",
-    "randn_like", "randperm", "relu", "repeat_interleave", "reshape", "result_type", "rsqrt",
-    "seed", "set_grad_enabled", "short", "sigmoid", "sin", "softmax", "split", "sqrt",
-    "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tanh", "tensor", "topk", "transpose",
-    "tril", "triu", "uint8", "unbind", "unsqueeze", "utils", "var", "where", "zeros",
+    "abs", "add", "allclose", "amax", "amin", "arange", "argmax", "argmin", "as_tensor",
+    "autograd", "bincount", "bmm", "bool", "bool_", "cat", "chunk", "clamp", "clip", "clone",
+    "concat", "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "dot",
+    "double", "dtypes", "e", "empty", "empty_like", "enable_grad", "eq", "equal", "erf", "exp",
+    "eye", "F", "flatten", "flip", "float", "float32", "float64", "from_numpy", "full",
+    "full_like", "functional", "gather", "get_default_dtype", "get_num_threads", "gradcheck",
+    "GradcheckError", "gradgradcheck", "index_select", "inf", "inference_mode", "inspect", "int",
+    "int16", "int32", "int64", "int8", "is_floating_point", "is_grad_enabled", "isclose",
+    "isfinite", "isinf", "isnan", "linspace", "load", "log", "log_softmax", "logical_and",
+    "logical_not", "logical_or", "logsumexp", "long", "manual_seed", "masked_fill", "matmul",
+    "max", "maximum", "mean", "min", "minimum", "mm", "models", "movedim", "mul", "multinomial",
+    "nan", "nn", "no_grad", "ones", "ones_like", "optim", "permute", "pi", "pow", "promote_types",
+    "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "relu", "repeat_interleave",
+    "reshape", "result_type", "rsqrt", "save", "seed", "set_grad_enabled", "set_num_threads",
+    "set_printoptions", "short", "sigmoid", "sin", "Size", "softmax", "split", "sqrt", "squeeze",
+    "stack", "std", "sub", "sum", "swapaxes", "tanh", "tensor", "Tensor", "topk", "TransformerLM",
+    "transpose", "tril", "triu", "uint8", "unbind", "unsqueeze", "utils", "var", "where", "zeros",
     "zeros_like",
 ]
 

@@ -72,6 +72,20 @@ def _nested_values(data: Any) -> Any:
     return data.data if isinstance(data, Tensor) else data
 
 
+class Size(tuple):
+    """A shape, as ``torch.Size``: a tuple of ints (``x.size()`` returns one)."""
+
+    def __repr__(self) -> str:
+        return f"tinyattn.Size({list(self)})"
+
+    def numel(self) -> int:
+        """The number of elements of a tensor of this shape."""
+        n = 1
+        for size in self:
+            n *= size
+        return n
+
+
 class _HookHandle:
     """Returned by ``register_hook``; ``remove()`` unregisters the hook."""
 
@@ -202,7 +216,7 @@ class Tensor:
     def size(self, dim: int | None = None) -> tuple[int, ...] | int:
         """The shape, or the size of one dim, as ``torch.Tensor.size``."""
         if dim is None:
-            return self.shape
+            return Size(self.shape)
         from .ops.validate import normalize_dim
 
         return self.shape[normalize_dim("size", dim, self.ndim)] if self.ndim else 1
@@ -489,10 +503,14 @@ class Tensor:
     def __ge__(self, other: Any) -> Tensor:
         return _ops.ge(self, other)
 
-    def __eq__(self, other: Any) -> Tensor:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Tensor | bool:  # type: ignore[override]
+        if other is None:  # PyTorch: a tensor never equals None
+            return False
         return _ops.eq(self, other)
 
-    def __ne__(self, other: Any) -> Tensor:  # type: ignore[override]
+    def __ne__(self, other: Any) -> Tensor | bool:  # type: ignore[override]
+        if other is None:
+            return True
         return _ops.ne(self, other)
 
     __hash__ = object.__hash__

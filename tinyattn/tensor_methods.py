@@ -17,14 +17,14 @@ from .random import generator
 from .tensor import Tensor, check_device
 
 _FUNCTIONS = (
-    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm", "chunk", "clamp",
-    "clone", "contiguous", "cos", "div", "dot", "eq", "equal", "erf", "exp", "expand",
-    "expand_as", "flatten", "flip", "gather", "ge", "gt", "isclose", "isfinite", "isinf",
-    "isnan", "le", "log", "log_softmax", "logical_not", "logsumexp", "lt", "masked_fill",
+    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm", "chunk", "clamp", "clone",
+    "contiguous", "cos", "cumsum", "div", "dot", "eq", "equal", "erf", "exp", "expand",
+    "expand_as", "flatten", "flip", "gather", "ge", "gt", "index_select", "isclose", "isfinite",
+    "isinf", "isnan", "le", "log", "log_softmax", "logical_not", "logsumexp", "lt", "masked_fill",
     "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "movedim", "mul", "ne", "neg",
-    "permute", "pow", "relu", "repeat", "repeat_interleave", "reshape", "rsqrt", "sigmoid",
-    "sin", "softmax", "split", "sqrt", "squeeze", "std", "sub", "sum", "tanh", "topk",
-    "transpose", "tril", "triu", "unbind", "unflatten", "unsqueeze", "var", "view",
+    "permute", "pow", "relu", "repeat", "repeat_interleave", "reshape", "rsqrt", "sigmoid", "sin",
+    "softmax", "split", "sqrt", "squeeze", "std", "sub", "sum", "tanh", "topk", "transpose",
+    "tril", "triu", "unbind", "unflatten", "unsqueeze", "var", "view",
 )
 
 _IN_PLACE = (

@@ -77,13 +77,9 @@ def set_threads(threads: int) -> None:
     1
     >>> set_threads(previous)
     """
-    import numba
+    from .kernels.parallel import available_threads, set_num_threads
 
-    available = numba.config.NUMBA_NUM_THREADS
-    if isinstance(threads, bool) or not isinstance(threads, int) or not 0 <= threads <= available:
-        raise ValueError(f"set_threads: threads must be an int in [0, {available}], got "
-                         f"{threads!r}")
-    numba.set_num_threads(threads or available)
+    set_num_threads(threads or available_threads())
 
 
 def configure_optimizer(model: Module, config: TrainConfig) -> AdamW:

@@ -100,12 +100,30 @@ class Context:
         self.freed = True
 
     @property
-    def next_functions(self) -> tuple[Context | None, ...]:
-        """The ``grad_fn`` of each input at the time of the op (None for leaves), as in PyTorch."""
-        return tuple(e if isinstance(e, Context) else None for e in self.edges)
+    def next_functions(self) -> tuple[tuple[Any, int], ...]:
+        """``(node, 0)`` per input, as in PyTorch: the input's ``grad_fn`` at the time of the op,
+        an :class:`AccumulateGrad` for a leaf that requires grad, or None."""
+        return tuple((AccumulateGrad(e) if e is not None and not isinstance(e, Context) else e,
+                      0) for e in self.edges)
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
+
+
+class AccumulateGrad:
+    """Where a leaf's gradient ends up (PyTorch's name): ``variable`` is the leaf tensor."""
+
+    name = "AccumulateGrad"
+
+    def __init__(self, variable: Tensor):
+        self.variable = variable
+
+    @property
+    def next_functions(self) -> tuple:
+        return ()
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad>"
 
 
 class Function:

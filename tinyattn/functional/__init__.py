@@ -13,6 +13,15 @@ from .positional import alibi_bias, alibi_slopes
 from .rms_norm import rms_norm
 from .sparse import embedding, one_hot
 
+
+def __getattr__(name: str) -> object:
+    """A PyTorch function that tinyattn does not have: say so clearly."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(f"tinyattn has no torch.nn.functional.{name}: see 'What runs "
+                         "unchanged' in the README for what tinyattn.nn.functional covers")
+
+
 __all__ = [
     "AttentionPath", "alibi_bias", "alibi_slopes", "choose_path", "cross_entropy", "dropout",
     "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss",

@@ -227,7 +227,7 @@ def scale_lab(model: Module, batch: Any, scales: Sequence[tuple[str, float]],
         if not (isinstance(factor, (int, float)) and math.isfinite(factor) and factor > 0):
             raise ValueError(f"{op}: the factor of scale {label!r} must be a positive finite "
                              f"number, got {factor!r}")
-    initial = {k: v.copy() for k, v in model.state_dict().items()}
+    initial = {k: v.clone() for k, v in model.state_dict().items()}
     grads = [(p, p.grad) for p in model.parameters()]
     records: list[ScaleRecord] = []
     try:

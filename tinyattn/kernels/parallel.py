@@ -34,6 +34,7 @@ import types
 from collections.abc import Callable
 from typing import Any
 
+import numba
 from numba import njit
 from numba.core import config
 from numba.np.ufunc import parallel as numba_parallel
@@ -184,3 +185,32 @@ def chunk_bounds(chunk, n_chunks, size):
     """``(start, stop)`` of chunk ``chunk`` when ``range(size)`` is cut into ``n_chunks``
     near-equal chunks."""
     return chunk * size // n_chunks, (chunk + 1) * size // n_chunks
+
+
+def set_num_threads(threads: int) -> None:
+    """Run the parallel kernels on ``threads`` threads (PyTorch's ``torch.set_num_threads``).
+
+    Results are bitwise the same for any thread count.
+
+    Examples
+    --------
+    >>> previous = get_num_threads()
+    >>> set_num_threads(1); get_num_threads()
+    1
+    >>> set_num_threads(previous)
+    """
+    available = available_threads()
+    if isinstance(threads, bool) or not isinstance(threads, int) or not 1 <= threads <= available:
+        raise ValueError(f"set_num_threads: threads must be an int in [1, {available}], got "
+                         f"{threads!r}")
+    numba.set_num_threads(threads)
+
+
+def available_threads() -> int:
+    """How many threads numba may use (its ``NUMBA_NUM_THREADS``)."""
+    return config.NUMBA_NUM_THREADS
+
+
+def get_num_threads() -> int:
+    """The number of threads the parallel kernels run on."""
+    return numba.get_num_threads()

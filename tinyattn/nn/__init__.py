@@ -11,6 +11,7 @@ from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .kv_cache import KVCache
 from .linear import Linear
+from .loss import CrossEntropyLoss, MSELoss, NLLLoss
 from .mlp import SwiGLU
 from .module import IncompatibleKeys, Module, Parameter
 from .multihead_attention import MultiheadAttention
@@ -21,12 +22,22 @@ from .sparse import Embedding
 from .transformer import TransformerBlock
 
 __all__ = [
-    "GELU", "ALiBi", "Dropout", "Embedding", "Identity", "IncompatibleKeys", "KVCache",
-    "LayerNorm", "Linear", "LogSoftmax", "Module", "ModuleDict", "ModuleList",
-    "MultiHeadAttention", "MultiHeadAttentionWrapper", "MultiheadAttention", "Parameter",
-    "RMSNorm", "ReLU", "RotaryEmbedding", "SelfAttention", "Sequential", "SiLU", "Sigmoid",
-    "Softmax", "SwiGLU", "Tanh", "TransformerBlock", "functional", "init", "load", "utils",
+    "ALiBi", "CrossEntropyLoss", "Dropout", "Embedding", "functional", "GELU", "Identity",
+    "IncompatibleKeys", "init", "KVCache", "LayerNorm", "Linear", "load", "LogSoftmax",
+    "Module", "ModuleDict", "ModuleList", "MSELoss", "MultiheadAttention", "MultiHeadAttention",
+    "MultiHeadAttentionWrapper", "NLLLoss", "Parameter", "ReLU", "RMSNorm", "RotaryEmbedding",
+    "SelfAttention", "Sequential", "Sigmoid", "SiLU", "Softmax", "SwiGLU", "Tanh",
+    "TransformerBlock", "utils",
 ]
 
 # ``import tinyattn.nn.functional as F`` (PyTorch's path) finds the one functional package
 sys.modules[__name__ + ".functional"] = functional
+
+
+def __getattr__(name: str) -> object:
+    """A PyTorch layer that tinyattn does not have: say so clearly."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(f"tinyattn has no torch.nn.{name}: tinyattn.nn covers the layers that "
+                         "attention and small-GPT code uses (see 'What runs unchanged' in the "
+                         "README)")

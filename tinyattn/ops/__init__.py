@@ -50,6 +50,7 @@ from .index import (
     gather,
     getitem,
     index_put,
+    index_select,
     masked_fill,
     setitem,
     stack,
@@ -59,7 +60,21 @@ from .index import (
     where,
 )
 from .matmul import bmm, dot, matmul, mm
-from .reduce import amax, amin, argmax, argmin, logsumexp, max, mean, min, std, sum, var
+from .reduce import (
+    amax,
+    amin,
+    argmax,
+    argmin,
+    bincount,
+    cumsum,
+    logsumexp,
+    max,
+    mean,
+    min,
+    std,
+    sum,
+    var,
+)
 from .shape import (
     chunk,
     clone,
@@ -85,14 +100,14 @@ from .softmax import log_softmax, softmax
 from .unary import abs, cast, clamp, cos, erf, exp, log, relu, rsqrt, sigmoid, sin, sqrt, tanh
 
 __all__ = [
-    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm", "cast", "cat",
-    "chunk", "clamp", "clone", "contiguous", "cos", "div", "dot", "eq", "equal", "erf", "exp",
-    "expand", "expand_as", "flatten", "flip", "floor_divide", "gather", "ge", "getitem", "gt",
-    "index_put", "isclose", "isfinite", "isinf", "isnan", "le", "log", "log_softmax",
-    "logical_and", "logical_not", "logical_op", "logical_or", "logsumexp", "lt",
-    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "movedim",
-    "mul", "ne", "neg", "permute", "pow", "relu", "remainder", "repeat", "repeat_interleave",
-    "reshape", "rsqrt", "setitem", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze",
-    "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unbind",
-    "unflatten", "unsqueeze", "var", "view", "where",
+    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bincount", "bmm", "cast", "cat",
+    "chunk", "clamp", "clone", "contiguous", "cos", "cumsum", "div", "dot", "eq", "equal", "erf",
+    "exp", "expand", "expand_as", "flatten", "flip", "floor_divide", "gather", "ge", "getitem",
+    "gt", "index_put", "index_select", "isclose", "isfinite", "isinf", "isnan", "le", "log",
+    "log_softmax", "logical_and", "logical_not", "logical_op", "logical_or", "logsumexp", "lt",
+    "masked_fill", "matmul", "max", "maximum", "mean", "min", "minimum", "mm", "movedim", "mul",
+    "ne", "neg", "permute", "pow", "relu", "remainder", "repeat", "repeat_interleave", "reshape",
+    "rsqrt", "setitem", "sigmoid", "sin", "softmax", "split", "sqrt", "squeeze", "stack", "std",
+    "sub", "sum", "tanh", "topk", "transpose", "tril", "triu", "unbind", "unflatten", "unsqueeze",
+    "var", "view", "where",
 ]

@@ -333,6 +333,16 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     return GetItem.apply(input, index=Index((), key)) if input.ndim else input
 
 
+def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
+    """The entries at the integer ``index`` (1-D) along ``dim``, as ``torch.index_select``."""
+    axis = normalize_dim("index_select", dim, input.ndim)
+    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    if idx.ndim > 1 or idx.dtype.kind not in "iu":
+        raise DTypeError(f"index_select: index must be a 1-D integer tensor, got dtype "
+                         f"{idx.dtype} and shape {idx.shape}")
+    return getitem(input, (slice(None),) * axis + (Tensor(idx.reshape(-1)),))
+
+
 def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     """Concatenate tensors along an existing ``dim``; all other dims must match.
 

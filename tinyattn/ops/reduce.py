@@ -310,3 +310,46 @@ def logsumexp(input: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
     total = sum(exp(input - shift), dim, keepdim=True)
     out = log(total) + shift
     return out if keepdim else out.squeeze(normalize_dims("logsumexp", dim, input.ndim))
+
+
+def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
+    """How often each value ``0 … max(input)`` occurs in a 1-D non-negative integer tensor
+    (summing ``weights`` instead of counting when given), as ``torch.bincount``."""
+    check_tensor("bincount", "input", input)
+    if input.ndim != 1 or input.dtype.kind not in "iu" or (input.numel() and
+                                                           input.data.min() < 0):
+        raise DTypeError(f"bincount: expected a 1-D tensor of non-negative integers, got "
+                         f"dtype {input.dtype} and shape {input.shape}")
+    counts = np.bincount(input.data, None if weights is None else weights.data,
+                         minlength=minlength)
+    return Tensor(counts if weights is not None else counts.astype(np.int64))
+
+
+class CumSum(Function):
+    """``y_i = Σ_{j ≤ i} x_j`` along ``dim``; ``dx_j = Σ_{i ≥ j} g_i`` (a reversed cumsum)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
+        ctx.save_for_backward(dim)
+        return np.cumsum(x, axis=dim, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        (dim,) = ctx.saved
+        return (np.flip(np.cumsum(np.flip(grad, dim), axis=dim), dim),)
+
+    @staticmethod
+    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+        (dim,) = ctx.saved
+        return (cumsum(grad.flip(dim), dim).flip(dim),)
+
+
+def cumsum(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """Running sums along ``dim`` (bool and integers sum in int64), as ``torch.cumsum``."""
+    check_tensor("cumsum", "input", input)
+    if dtype is not None:
+        input = input.to(dtype)
+    axis = normalize_dim("cumsum", dim, input.ndim)
+    if input.ndim == 0:
+        return input
+    return CumSum.apply(input, dim=axis)
