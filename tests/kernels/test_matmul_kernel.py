@@ -69,8 +69,8 @@ def _around(size: int) -> list[int]:
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_sizes_around_this_machines_micro_tile_match_numpy(dtype):
     """M around multiples of MR, N around multiples of NR, K around the k-block: full tiles,
-    the last partial tile row (read from the padded copy of A) and column (scratch tile), B
-    read in place (N a multiple of NR) and packed (otherwise)."""
+    the last tile row moved up over the one before, the last tile column through the scratch
+    tile, B read in place (N a multiple of NR) and packed (otherwise)."""
     nr = TILE.columns(np.dtype(dtype).itemsize)
     kc = blocking(matmul_module.data_caches(), TILE, np.dtype(dtype).itemsize).kc
     rng = np.random.default_rng(7)
@@ -120,7 +120,7 @@ def test_tiled_path_handles_every_edge_tile(dtype, monkeypatch):
     ``_TINY_MACS = 0`` sends even the smallest of them through the register tile.
     """
     monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(kc=64, nc_panels=2))
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(64, 2, 1 << 20))
     nr = TILE.columns(np.dtype(dtype).itemsize)
     rng = np.random.default_rng(6)
     for m in (MR, MR + 1, 2 * MR - 1, 13 * MR + 5):
@@ -194,7 +194,7 @@ def test_results_do_not_depend_on_threads_or_blocking(dtype, monkeypatch):
     with numba_threads(2):
         np.testing.assert_array_equal(matmul(a, b), reference)
     monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 13)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(kc=48, nc_panels=1))
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1, 0))
     np.testing.assert_array_equal(matmul(a, b), reference)
 
 
@@ -244,13 +244,14 @@ def test_micro_tile_fills_the_register_file(registers, vector_bytes, tile):
 @pytest.mark.parametrize("l1, l2", [(32 << 10, 1 << 20), (48 << 10, 2 << 20),
                                     (32 << 10, 256 << 10), (4 << 10, 8 << 10)])
 @pytest.mark.parametrize("itemsize", [4, 8])
-def test_blocks_fit_the_caches(l1, l2, itemsize):
-    tile = MicroTile(6, 4, 64)
+@pytest.mark.parametrize("tile", [MicroTile(6, 4, 64), MicroTile(6, 2, 32)])
+def test_blocks_fit_the_caches(l1, l2, itemsize, tile):
     block = blocking(DataCaches(l1, l2), tile, itemsize)
-    assert block.kc * 64 <= l1 // 2 or block.kc == 16  # A's slice: at most a line per k
-    assert block.nc_panels >= 1
-    if block.nc_panels > 1:
-        assert block.kc * block.nc_panels * tile.columns(itemsize) * itemsize <= l2 // 2
+    nr = tile.columns(itemsize)
+    assert block.kc >= 16 and block.nc_panels >= 1
+    if block.kc > 16:
+        assert block.kc * block.nc_panels * nr * itemsize <= l2 // 2  # B block in half of L2
+        assert block.kc * tile.rows * itemsize <= l1  # the tile's slice of A in L1
 
 
 dims = st.integers(min_value=0, max_value=40)
@@ -311,13 +312,13 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
 
         @njit
         def load_past_row_end(x):
-            mm._tile_store(x, 0, 0, mm._tile_load(x, 0, 1))
+            mm._tile_store(x, 0, 0, mm._tile_load(x, 0, 1), 0)
 
         @njit
         def broadcast_past_last_row(a, b, c):
             tile = mm._tile_zero(c)
             tile = mm._tile_update(tile, a, 1, b, 0, 0)
-            mm._tile_store(c, 0, 0, tile)
+            mm._tile_store(c, 0, 0, tile, 0)
 
         nr = mm.TILE.columns(4)
         for check, args in [

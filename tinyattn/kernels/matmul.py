@@ -19,10 +19,13 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   AVX2 or SSE 6 × 2 (12 accumulators, 12 FMAs per 8 loads). Vectors are the unit's full width:
   numba's functions carry no ``min-legal-vector-width``, so LLVM keeps 512-bit vectors whole on
   every AVX-512 CPU it knows (``vector_unit`` asks LLVM, and would report 32 bytes for a target
-  that splits them). Measured alternatives on a 2-core AMD EPYC (znver4, whose 512-bit FMAs run
-  as two 256-bit halves) are in ``benchmarks/results_matmul.md``: 6 × 4 zmm was the fastest
-  tile or within noise of it on every W1 shape, and the same register budget in ymm halves
-  was not faster.
+  that splits them). Measured on a 2-core AMD EPYC (znver4, whose 512-bit FMAs run as two
+  256-bit halves) at one thread, each tile interleaved with numpy in one process over two
+  runs: 6 × 4 zmm reached 0.84–1.23× OpenBLAS on the W1 shapes (0.65–0.76× on the 64
+  products 64×32·32×64, which OpenBLAS runs near its peak); the same register budget in
+  256-bit vectors (6 × 4 ymm) was 1–24% slower, the AVX2 tile 6 × 2 ymm 5–44% slower, and none
+  of 14 × 2, 12 × 2, 8 × 3 or 4 × 4 zmm was more than 7% faster on any shape while each was
+  10–46% slower on some (tables in ``benchmarks/results_matmul.md``).
   Numba's loop vectoriser cannot produce such a tile (the loop over ``p`` is a chain of
   dependent updates; the SIMD dimension is the unrolled ``j``), and LLVM's SLP vectoriser only
   partly does (it spills and keeps index checks). So the tile is an LLVM value of its own:
@@ -31,25 +34,33 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   :func:`_tile_update`, :func:`_tile_store`) are all the tile needs. They address memory
   through numba's own item-pointer code, so ``NUMBA_BOUNDSCHECK=1`` checks every load and
   store (both ends of each vector) like any other index.
-* **Operands read in place; B packed only when it must be.** A is never copied: the tile
+* **Operands read in place; B packed only when it pays.** A is never copied: the tile
   broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from ``a[p, i]`` of a
   transposed view (autograd's ``Xᵀ @ g``), one value at a time either way. B is read in place
-  when its rows are contiguous and ``N`` is a multiple of ``NR``: the tile loads
-  ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a transposed view such as the Linear
-  forward's ``x @ Wᵀ``, or a ragged last column of tiles) :func:`_pack_b` copies B once into
-  zero-padded panels ``(N/NR, K, NR)`` starting on a cache line, reading it in its own memory
-  order. Packing costs ``M·K`` or ``K·N`` copies against ``M·N·K`` FMAs, which is most of the
-  gap to OpenBLAS on small products (the batched attention shapes); measured here, packing A as
-  well was slower on every W1 shape, and reading a row-major B in place was as fast as packing
-  it. The rows of A below its last whole ``MR`` are copied into a zero-padded ``MR × K`` block
-  per task, and C tiles on the bottom or right edge go through a scratch tile of which only
-  the part inside C is copied; padding only meets rows and columns of C that are not written,
-  so inf and NaN propagate exactly as in the unpadded product.
-* **Cache blocking from the cache sizes** (:func:`blocking`). ``k`` is cut into equal blocks
-  of at most ``kc`` = (half of L1) ÷ (one cache line) values (256 with a 32 KiB L1): a tile's
-  slice of A, at most a line per ``p`` (transposed A), stays in L1 while the tile row sweeps
-  its task's ``nc_panels`` tile columns, whose ``kc × NR·nc_panels`` block of B fills at most
-  half of L2.
+  when its rows are contiguous, ``N`` is a multiple of ``NR`` and it fits half of L2: the tile
+  loads ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a transposed view such as the
+  Linear forward's ``x @ Wᵀ``, a ragged last column of tiles, or a large B whose rows would
+  evict each other) :func:`_pack_b` copies B once into zero-padded panels ``(N/NR, K, NR)``
+  starting on a cache line, reading it in its own memory order. Copies cost far more per value
+  than an FMA, so they weigh most on small products. Measured here at one thread, interleaved:
+  copying A first (into a k-major layout) made the W1 products 4–57% slower (most for
+  1024×512·512×128, where A is the large operand); packing a row-major B of up to 1 MiB was
+  within ±10% of reading it in place on the larger W1 shapes and 12–39% slower on the 64
+  products 64×32·32×64, while packing a B of 8–16 MiB with 4096 or 2048 columns was 8–15%
+  faster than reading it in place.
+* **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
+  moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
+  operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
+  a multiple of ``NR``, so B is packed) go through a scratch tile of which only the part inside
+  C is copied; the zero padding of B only meets columns of C that are not written, so inf and
+  NaN propagate exactly as in the unpadded product.
+* **Cache blocking from the cache sizes** (:func:`blocking`). A task sweeps its block of B,
+  ``_B_PANELS_PER_TASK`` = 4 micro-panels of ``kc × NR``, once per tile row, so that block is
+  sized to half of L2, with ``kc`` short enough for the tile's slice of A (``MR × kc``) to fit
+  L1; ``k`` is cut into equal blocks of at most ``kc``. With a 1 MiB L2 that is ``kc`` = 512
+  for both dtypes. Measured here at one thread (interleaved in one process, shapes with
+  ``K`` ≥ 512): 512 × 4 panels was 0–11% faster than 256 × 8 and −4% to +9% against
+  1024 × 2.
 * **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
@@ -90,7 +101,7 @@ from .parallel import kernel_section
 
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
-_LINE = 64  # bytes of a cache line
+_B_PANELS_PER_TASK = 4  # micro-panels in a task's block of B (see blocking)
 
 
 @dataclass(frozen=True)
@@ -152,29 +163,38 @@ class Blocking:
     Attributes
     ----------
     kc : int
-        Longest block of ``k``: a tile's slice of A (one cache line per ``k`` at most) fills
-        at most half of L1, where it stays while the tile row sweeps its columns.
+        Longest block of ``k``.
     nc_panels : int
-        Micro-tile columns per task: the ``kc × NR·nc_panels`` block of B the task sweeps for
-        each tile row fills at most half of L2.
+        Micro-tile columns per task: the task's ``kc × NR·nc_panels`` block of B, which it
+        sweeps once per tile row, fills at most half of L2.
+    in_place_b_bytes : int
+        Largest matrix of B read in place (half of L2): it stays cached whatever its row
+        stride. Larger ones are packed, so that the rows of a wide power-of-two B do not evict
+        each other.
     """
 
     kc: int
     nc_panels: int
+    in_place_b_bytes: int
 
 
 def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
     """Blocking for a core with ``caches``, ``tile`` and values of ``itemsize`` bytes.
 
+    A task's block of B is ``_B_PANELS_PER_TASK`` micro-panels of ``kc × NR`` that together
+    fill half of L2 (``kc`` = 512 with a 1 MiB L2 and 256-byte tile rows), and ``kc`` is kept
+    short enough for a tile's slice of A (``MR × kc``) to fit L1.
+
     Examples
     --------
     >>> from tinyattn.kernels.cpu import DataCaches
     >>> blocking(DataCaches(32 * 1024, 1024 * 1024), MicroTile(6, 4, 64), 4)
-    Blocking(kc=256, nc_panels=8)
+    Blocking(kc=512, nc_panels=4, in_place_b_bytes=524288)
     """
-    kc = max(16, caches.l1 // 2 // _LINE)
-    nc_columns = caches.l2 // 2 // (kc * itemsize)
-    return Blocking(kc, max(1, nc_columns // tile.columns(itemsize)))
+    panel_row = tile.columns(itemsize) * itemsize  # bytes of B per k and micro-panel
+    kc = min(caches.l2 // 2 // (_B_PANELS_PER_TASK * panel_row),
+             caches.l1 // (tile.rows * itemsize))
+    return Blocking(max(16, kc), _B_PANELS_PER_TASK, caches.l2 // 2)
 
 
 TILE = micro_tile(vector_unit())
@@ -236,7 +256,7 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
     a_transposed = not a3.flags.c_contiguous
     a_data = a3.swapaxes(1, 2) if a_transposed else a3  # C-contiguous either way
-    if b3.flags.c_contiguous and n % nr == 0:
+    if b3.flags.c_contiguous and n % nr == 0 and k * n * out.itemsize <= block.in_place_b_bytes:
         b_data, b_panels = b3, 1  # (batch_b, K, N), read in place
     else:
         packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
@@ -427,18 +447,23 @@ def _tile_load(typingctx, c, i0, j0):
 
 
 @intrinsic
-def _tile_store(typingctx, c, i0, j0, tile):
-    """``c[i0:i0+MR, j0:j0+NR] = tile``."""
-    if not _is_float_matrix(c) or tile != _Tile(c.dtype):
+def _tile_store(typingctx, c, i0, j0, tile, first):
+    """``c[i0+r, j0:j0+NR] = tile[r]`` for the rows ``first <= r < MR`` of the tile."""
+    if not _is_float_matrix(c) or tile != _Tile(c.dtype) or not isinstance(first, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
         pointers = _vector_pointers(context, builder, c, *args[:3], TILE.rows, tile.lanes)
-        for slot, pointer in enumerate(pointers):
-            builder.store(builder.extract_value(args[3], slot), pointer,
-                          align=c.dtype.bitwidth // 8)
+        first_row = context.cast(builder, args[4], first, types.intp)
+        for r in range(TILE.rows):
+            wanted = builder.icmp_signed("<=", first_row, ir.Constant(first_row.type, r))
+            with builder.if_then(wanted, likely=True):
+                for v in range(TILE.vectors):
+                    slot = r * TILE.vectors + v
+                    builder.store(builder.extract_value(args[3], slot), pointers[slot],
+                                  align=c.dtype.bitwidth // 8)
 
-    return types.void(c, i0, j0, tile), codegen
+    return types.void(c, i0, j0, tile, first), codegen
 
 
 def _rank_one_update(a_transposed: bool):
@@ -487,12 +512,12 @@ _tile_update_t = _rank_one_update(a_transposed=True)
 
 
 @njit(cache=True)
-def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate):
-    """``c[ci:ci+MR, cj:cj+NR] (+)= Σ_{p0<=p<p1} A[i0:i0+MR, p] ⊗ b[p, j0:j0+NR]``.
+def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate, first):
+    """``c[ci+r, cj:cj+NR] (+)= Σ_{p0<=p<p1} A[i0+r, p] · b[p, j0:j0+NR]`` for ``first <= r < MR``.
 
     ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` when ``a_transposed``. Starts from the tile's
     current values when ``accumulate``, else from zero; the tile stays in registers for the
-    whole loop over ``p``.
+    whole loop over ``p``. Rows above ``first`` are computed but not stored.
     """
     tile = _tile_load(c, ci, cj) if accumulate else _tile_zero(c)
     if a_transposed:
@@ -501,13 +526,13 @@ def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate):
     else:
         for p in range(p0, p1):
             tile = _tile_update(tile, a, i0, b, j0, p)
-    _tile_store(c, ci, cj, tile)
+    _tile_store(c, ci, cj, tile, first)
 
 
 @njit(parallel=True, cache=True)
 def _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
           n_blocks):
-    """``out[o] = A[a_index[o]] @ B[b_index[o]]``, in parallel over blocks of C.
+    """``out[o] = A[a_index[o]] @ B[b_index[o]]``, in parallel over blocks of C (``M >= MR``).
 
     ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
     place. ``b_data`` holds ``b_panels`` zero-padded panels of width ``NR`` per matrix of B
@@ -515,51 +540,42 @@ def _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_b
     ``(batch_b, K, N)``, ``N`` a multiple of ``NR``). Each output matrix is cut into
     ``m_blocks × n_blocks`` tasks of whole micro-tiles; a task adds the ``kc``-long blocks of
     ``k`` in order and, within each, sweeps its micro-tile columns once per micro-tile row.
-    The rows of A below the last full ``MR`` are read from a zero-padded copy, and C tiles on
-    the bottom or right edge go through a scratch tile.
+    The last tile row is moved up to end at row ``M`` and stores only its own rows (those
+    above belong to the tile row before, and are computed again with the same operations);
+    tiles on the right edge go through a scratch tile.
     """
     batch, m, n = out.shape
     k = b_data.shape[1]
     nr = _TILE_ROW_BYTES // out.itemsize
+    m_panels = -(-m // MR)
+    n_panels = -(-n // nr)
     for task in prange(batch * m_blocks * n_blocks):
         o = task // (m_blocks * n_blocks)
         mb = task // n_blocks % m_blocks
         nb = task % n_blocks
         a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
         c = out[o]  # (M, N)
-        m_panels = -(-m // MR)
-        ip0, ip1 = mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks
-        n_panels = -(-n // nr)
-        jp0, jp1 = nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks
-        tail = m - (ip1 - 1) * MR  # rows in the task's last micro-tile row
-        a_tail = np.zeros((MR, k if tail < MR else 0), out.dtype)
-        for r in range(tail if tail < MR else 0):
-            for p in range(k):
-                a_tail[r, p] = a[p, (ip1 - 1) * MR + r] if a_transposed else \
-                    a[(ip1 - 1) * MR + r, p]
         edge = np.empty((MR, nr), out.dtype)
         for p0 in range(0, k, kc):
             p1 = min(p0 + kc, k)
-            for ip in range(ip0, ip1):
-                i0 = ip * MR
-                rows = min(MR, m - i0)
-                for jp in range(jp0, jp1):
+            for ip in range(mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks):
+                i0 = min(ip * MR, m - MR)
+                first = ip * MR - i0  # rows of this tile that the tile row above stores
+                for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
                     if b_panels == 1:
                         b, j0 = b_data[b_index[o]], jp * nr
                     else:
                         b, j0 = b_data[b_index[o] * b_panels + jp], 0
                     cj = jp * nr
                     cols = min(nr, n - cj)
-                    if rows == MR and cols == nr:
-                        _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, i0, cj, p0 > 0)
+                    if cols == nr:
+                        _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, i0, cj, p0 > 0,
+                                    first)
                         continue
                     if p0 > 0:
-                        edge[:rows, :cols] = c[i0:i0 + rows, cj:cj + cols]
-                    if rows == MR:
-                        _micro_tile(a, a_transposed, i0, b, j0, p0, p1, edge, 0, 0, p0 > 0)
-                    else:
-                        _micro_tile(a_tail, False, 0, b, j0, p0, p1, edge, 0, 0, p0 > 0)
-                    c[i0:i0 + rows, cj:cj + cols] = edge[:rows, :cols]
+                        edge[first:, :cols] = c[i0 + first:i0 + MR, cj:cj + cols]
+                    _micro_tile(a, a_transposed, i0, b, j0, p0, p1, edge, 0, 0, p0 > 0, first)
+                    c[i0 + first:i0 + MR, cj:cj + cols] = edge[first:, :cols]
 
 
 @njit(cache=True)
