@@ -1,21 +1,37 @@
 """W1: throughput of tinyattn's matmul kernel against numpy (OpenBLAS), float32 and float64.
 
-Shapes: 512³; the Linear shapes of W3 with their two backward products (``g @ Bᵀ`` and
-``Aᵀ @ g``, read through transposed views as autograd passes them); the attention shapes of W2 as
-batched matmuls. Each case checks the outputs agree, then times both sides in interleaved pairs
-(:func:`timing.compare`). Prints a markdown table of GFLOP/s and the ratio tinyattn ÷ numpy
-(higher is better for tinyattn; the target is ≥ 0.5 everywhere, the goal ≥ 0.8).
+Shapes: 512³; the Linear shapes of W3, each with its two backward products (``g @ Bᵀ`` and
+``Aᵀ @ g``, read through transposed views as autograd passes them); the attention shapes of W2
+as batched matmuls. The parent process first checks that both sides agree on every case. Then
+each side runs alone in a fresh process (both with ``NUMBA_NUM_THREADS`` and
+``OPENBLAS_NUM_THREADS`` set to ``--threads``, both importing tinyattn so that the allocator
+settings match), alternating tinyattn, numpy, numpy, tinyattn, ... over ``--rounds`` rounds;
+each process times every case (median of ``--calls`` calls after a warm-up). The ratio of a
+case is the median over rounds of numpy's median time ÷ tinyattn's (> 1: tinyattn faster).
 
-Run: ``python benchmarks/bench_matmul.py [--pairs 15] [--threads 2] [--out results_matmul.md]``
-(``--threads`` sets both numba's and OpenBLAS's thread count, by re-running the script with
-``NUMBA_NUM_THREADS`` and ``OPENBLAS_NUM_THREADS`` set before either library loads.)
+Run: ``python benchmarks/bench_matmul.py [--threads 2] [--rounds 7] [--calls 21]
+[--out benchmarks/results_matmul.md]``. ``--out`` puts the table at the top of the file,
+replacing an earlier table of the same CPU and vector unit and keeping the other machines'.
+
+``--alternatives [--tiles 14x2x64,...]`` instead compares design alternatives at one thread,
+on the forward W1 products and two with a B of several MiB:
+copies of the kernel module with another register tile (rows × vectors × vector bytes), with
+every B packed, with every row-major B read in place, or with A copied first, each compiled
+into a temporary directory, are timed
+in one process interleaved with numpy (one thread each, so no thread pools compete), rounds
+alternating in order; each cell is the median GF/s and, in brackets, the median over rounds
+of numpy time ÷ that variant's time.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,16 +40,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from timing import compare, machine_header  # noqa: E402
-
-from tinyattn.kernels.matmul import matmul  # noqa: E402
-
 LINEAR_SHAPES = [(1024, 128, 384), (1024, 128, 512), (1024, 512, 128)]  # (M, K, N)
 BATCHED_SHAPES = [(64, 64, 32, 64), (64, 256, 64, 256)]  # (batch, M, K, N)
+WIDE_B_SHAPES = [(192, 512, 4096), (256, 2048, 2048)]  # --alternatives only: B far beyond L2
+DTYPES = ("float32", "float64")
+TITLE = "## W1 — matmul kernel"
 
 
-def cases(rng: np.random.Generator, dtype: type) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(label, a, b) for every W1 product, inputs standard normal in ``dtype``."""
+def cases(dtype: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(label, a, b) for every W1 product, inputs standard normal in ``dtype`` (seeded)."""
+    rng = np.random.default_rng(0)
 
     def normal(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape).astype(dtype)
@@ -49,66 +65,253 @@ def cases(rng: np.random.Generator, dtype: type) -> list[tuple[str, np.ndarray, 
     return out
 
 
-def gflops(a: np.ndarray, b: np.ndarray, ms: float) -> float:
-    """GFLOP/s of ``a @ b`` done in ``ms`` milliseconds (2 flops per multiply-add)."""
+def flops(a: np.ndarray, b: np.ndarray) -> float:
+    """Floating-point operations of ``a @ b`` (2 per multiply-add)."""
     out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
-    return 2.0 * np.prod(out_shape) * a.shape[-1] / (ms * 1e6)
+    return 2.0 * float(np.prod(out_shape)) * a.shape[-1]
+
+
+def child(side: str, dtype: str, calls: int) -> None:
+    """In a fresh process: median milliseconds of each case, and the first calls' seconds."""
+    from tinyattn.kernels.matmul import matmul
+
+    product = matmul if side == "tinyattn" else np.matmul
+    start = time.perf_counter()
+    work = cases(dtype)
+    for _, a, b in work:
+        product(a, b)
+    first_calls = time.perf_counter() - start
+    medians = []
+    for _, a, b in work:
+        for _ in range(3):
+            product(a, b)
+        times = []
+        for _ in range(calls):
+            begin = time.perf_counter()
+            product(a, b)
+            times.append(time.perf_counter() - begin)
+        medians.append(float(np.median(times)) * 1e3)
+    print(json.dumps({"ms": medians, "first_calls_s": first_calls}))
+
+
+def run_child(side: str, dtype: str, calls: int, threads: int) -> dict:
+    env = {**os.environ, "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
+    result = subprocess.run(
+        [sys.executable, os.path.abspath(__file__), "--child", side, "--dtype", dtype,
+         "--calls", str(calls)], capture_output=True, text=True, check=True, env=env)
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def check_agreement(dtype: str) -> None:
+    """Every case: tinyattn within float rounding of numpy, relative to ``|a| @ |b|``."""
+    from tinyattn.kernels.matmul import matmul
+
+    tolerance = 1e-5 if dtype == "float32" else 1e-12
+    for label, a, b in cases(dtype):
+        scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
+        if not np.all(np.abs(matmul(a, b) - np.matmul(a, b)) <= tolerance * scale):
+            raise SystemExit(f"W1: tinyattn and numpy disagree on {label} {dtype}")
+
+
+def cpu_lines() -> list[str]:
+    """The machine, the vector unit numba targets, and the matmul's tile and blocking."""
+    from timing import machine_header
+
+    from tinyattn.kernels.cpu import data_caches, vector_unit
+    from tinyattn.kernels.matmul import TILE, blocking
+
+    caches = data_caches()
+    tiles = "; ".join(
+        f"{dtype} tile {TILE.rows}×{TILE.columns(np.dtype(dtype).itemsize)}, "
+        f"kc {blocking(caches, TILE, np.dtype(dtype).itemsize).kc}"
+        for dtype in DTYPES)
+    return [
+        machine_header(),
+        "",
+        f"Vector unit: {vector_unit().describe()} · L1d {caches.l1 // 1024} KiB, "
+        f"L2 {caches.l2 // 1024} KiB per core · {tiles}",
+    ]
+
+
+def table(args: argparse.Namespace) -> str:
+    for dtype in DTYPES:
+        check_agreement(dtype)
+    load_before = os.getloadavg()
+    rows, first_calls = [], {}
+    for dtype in DTYPES:
+        work = cases(dtype)
+        rounds = {"tinyattn": [], "numpy": []}
+        for r in range(args.rounds):
+            order = ("tinyattn", "numpy") if r % 2 == 0 else ("numpy", "tinyattn")
+            for side in order:
+                rounds[side].append(run_child(side, dtype, args.calls, args.threads))
+        first_calls[dtype] = rounds["tinyattn"][0]["first_calls_s"]
+        for i, (label, a, b) in enumerate(work):
+            ours = np.array([run["ms"][i] for run in rounds["tinyattn"]])
+            ref = np.array([run["ms"][i] for run in rounds["numpy"]])
+            gflop = flops(a, b) / 1e9
+            ratios = ref / ours
+            rows.append(f"| {label} | {dtype} | {gflop / np.median(ours) * 1e3:.1f} | "
+                        f"{gflop / np.median(ref) * 1e3:.1f} | {np.median(ratios):.2f}× | "
+                        f"{ratios.min():.2f}–{ratios.max():.2f} |")
+    load_after = os.getloadavg()
+    command = (f"python benchmarks/bench_matmul.py --threads {args.threads} "
+               f"--rounds {args.rounds} --calls {args.calls}")
+    lines = [
+        *cpu_lines(),
+        "",
+        f"Command: `{command}` · first calls in a fresh process (numba cache load, all "
+        "shapes): " + ", ".join(f"{d} {s:.1f} s" for d, s in first_calls.items()),
+        "",
+        "| shape (a · b) | dtype | tinyattn GF/s | numpy GF/s | ratio | ratio range |",
+        "|---|---|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"{args.threads} threads each side, each side alone in a fresh process, {args.rounds} "
+        f"alternating rounds of {args.calls} timed calls per case. GF/s: median over rounds. "
+        "ratio: median over rounds of numpy time ÷ tinyattn time (> 1: tinyattn faster); "
+        "range: lowest and highest round.",
+        f"Load average (1, 5, 15 min): before {', '.join(f'{x:.1f}' for x in load_before)}; "
+        f"after {', '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs).",
+    ]
+    return "\n".join(lines)
+
+
+def machine_heading() -> str:
+    """``### <CPU model> — <vector unit>``: the heading that one machine's table goes under."""
+    from timing import machine_header
+
+    from tinyattn.kernels.cpu import vector_unit
+
+    model = machine_header().split(" · ")[1]
+    unit = vector_unit()
+    return f"### {model} — {unit.cpu_name}, {8 * unit.vector_bytes}-bit vectors"
+
+
+def write_results(path: Path, heading: str, body: str) -> None:
+    """Put ``body`` under ``heading`` in ``path``: first if new, else in place of the older
+    section with that heading; the other sections (other machines') are kept.
+
+    Sections start with ``### ``; a machine's main table comes before its other sections.
+    """
+    sections = []
+    if path.exists():
+        sections = [f"### {part.strip()}" for part in path.read_text().split("\n### ")[1:]]
+    new = f"{heading}\n\n{body}"
+    headings = [section.splitlines()[0] for section in sections]
+    if heading in headings:
+        sections[headings.index(heading)] = new
+    else:  # after its machine's main table if there is one, else first
+        owners = [i + 1 for i, other in enumerate(headings) if heading.startswith(other)]
+        sections.insert(max(owners, default=0), new)
+    path.write_text("\n\n".join([TITLE, *sections]) + "\n")
+
+
+KERNEL = Path(__file__).resolve().parent.parent / "tinyattn" / "kernels" / "matmul.py"
+_TILE_LINE = "TILE = micro_tile(vector_unit())"
+_B_IN_PLACE = "    if b3.flags.c_contiguous and n % nr == 0 and k * n * out.itemsize <= "
+_A_LAYOUT = "    a_transposed = not a3.flags.c_contiguous\n"
+
+
+def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
+    """Name → source of each variant of the kernel module (imports made absolute)."""
+    source = KERNEL.read_text().replace("from .cpu import", "from tinyattn.kernels.cpu import")
+    source = source.replace("from .parallel import", "from tinyattn.kernels.parallel import")
+    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT):
+        if marker not in source:
+            raise SystemExit(f"bench_matmul: the kernel no longer contains {marker!r}")
+    variants = {"kernel as is": source}
+    for rows, vectors, width in tiles:
+        variants[f"tile {rows}×{vectors}×{8 * width}-bit"] = source.replace(
+            _TILE_LINE, f"TILE = MicroTile({rows}, {vectors}, {width})")
+    variants["B always packed"] = source.replace(_B_IN_PLACE, "    if False and ")
+    variants["row-major B in place at any size"] = source.replace(
+        _B_IN_PLACE, "    if b3.flags.c_contiguous and n % nr == 0 and 0 <= ")
+    variants["A copied first"] = source.replace(
+        _A_LAYOUT, "    a3 = np.ascontiguousarray(a3.swapaxes(1, 2)).swapaxes(1, 2)\n" + _A_LAYOUT)
+    return variants
+
+
+def alternatives(args: argparse.Namespace) -> str:
+    """Interleaved single-thread comparison of kernel variants with numpy (see module doc)."""
+    from tinyattn.kernels.matmul import TILE
+
+    half_width = [(TILE.rows, TILE.vectors, TILE.vector_bytes // 2)]  # same registers, halves
+    tiles = half_width if TILE.vector_bytes > 16 else []
+    tiles += [tuple(int(x) for x in spec.split("x")) for spec in args.tiles.split(",") if spec]
+    folder = Path(tempfile.mkdtemp(prefix="tinyattn-matmul-variants-"))
+    sys.path.insert(0, str(folder))
+    products = {"numpy": np.matmul}
+    for i, (name, source) in enumerate(kernel_variants(tiles).items()):
+        (folder / f"variant_{i}.py").write_text(source)
+        products[name] = importlib.import_module(f"variant_{i}").matmul
+    lines = [*cpu_lines(), "", f"Command: `python benchmarks/bench_matmul.py --alternatives "
+             f"--tiles {args.tiles} --rounds {args.rounds}` (one thread)", ""]
+    for dtype in DTYPES:
+        names = list(products)
+        lines += [f"| {dtype} | " + " | ".join(names) + " |",
+                  "|---|" + "---:|" * len(names)]
+        rng = np.random.default_rng(1)
+        wide_b = [(f"{m}×{k} · {k}×{n}  [B of {k * n * np.dtype(dtype).itemsize >> 20} MiB]",
+                   rng.standard_normal((m, k)).astype(dtype),
+                   rng.standard_normal((k, n)).astype(dtype))
+                  for m, k, n in WIDE_B_SHAPES]
+        for label, a, b in cases(dtype) + wide_b:
+            if "ᵀ" in label:
+                continue
+            for product in products.values():
+                product(a, b)
+            reps = max(2, int(2e7 / flops(a, b)))
+            times = {name: [] for name in names}
+            for r in range(args.rounds):
+                for name in names if r % 2 == 0 else names[::-1]:
+                    start = time.process_time()
+                    for _ in range(reps):
+                        products[name](a, b)
+                    times[name].append((time.process_time() - start) / reps)
+            ref = np.array(times["numpy"])
+            cells = [f"{flops(a, b) / np.median(ref) / 1e9:.0f}"]
+            for name in names[1:]:
+                own = np.array(times[name])
+                cells.append(f"{flops(a, b) / np.median(own) / 1e9:.0f} "
+                             f"({np.median(ref / own):.2f})")
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+            print(lines[-1], flush=True)
+        lines.append("")
+    lines.append(f"Load average (1, 5, 15 min) at the end: "
+                 f"{', '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} CPUs).")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=15, help="interleaved timing pairs per case")
+    parser.add_argument("--threads", type=int, default=2, help="threads for both sides")
+    parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per dtype")
+    parser.add_argument("--calls", type=int, default=21, help="timed calls per case and round")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
-    parser.add_argument("--threads", type=int, default=None, help="threads for both sides")
+    parser.add_argument("--alternatives", action="store_true",
+                        help="compare kernel variants at one thread instead")
+    parser.add_argument("--tiles", default="6x2x32,14x2x64,12x2x64,8x3x64,4x4x64",
+                        help="extra tiles for --alternatives: rows x vectors x vector bytes")
+    parser.add_argument("--child", choices=["tinyattn", "numpy"], help=argparse.SUPPRESS)
+    parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.threads is not None and os.environ.get("NUMBA_NUM_THREADS") != str(args.threads):
-        threads = str(args.threads)
-        env = {**os.environ, "NUMBA_NUM_THREADS": threads, "OPENBLAS_NUM_THREADS": threads}
-        os.execve(sys.executable, [sys.executable, *sys.argv], env)
-    rng = np.random.default_rng(0)
-    load_before = os.getloadavg()[0]
-
-    rows = []
-    compile_s = {}
-    for dtype in (np.float32, np.float64):
-        start = time.perf_counter()
-        for _, a, b in cases(rng, dtype):
-            matmul(a, b)
-        compile_s[dtype.__name__] = time.perf_counter() - start
-        for label, a, b in cases(rng, dtype):
-            ours, ref = matmul(a, b), np.matmul(a, b)
-            scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
-            tol = 1e-5 if dtype == np.float32 else 1e-12
-            if not np.all(np.abs(ours - ref) <= tol * scale):
-                raise AssertionError(f"matmul disagrees with numpy on {label} {dtype.__name__}")
-            result = compare(lambda a=a, b=b: matmul(a, b), lambda a=a, b=b: np.matmul(a, b),
-                             pairs=args.pairs)
-            rows.append((label, dtype.__name__, gflops(a, b, result.ours_ms),
-                         gflops(a, b, result.ref_ms), 1.0 / result.ratio))
-
-    lines = [
-        f"{machine_header()}",
-        "",
-        f"Command: `python benchmarks/bench_matmul.py --pairs {args.pairs}"
-        + (f" --threads {args.threads}`" if args.threads else "`")
-        + " · first calls "
-        "(numba compile or cache load, all shapes): "
-        + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in compile_s.items()),
-        "",
-        "| shape (a · b) | dtype | tinyattn GF/s | numpy GF/s | ratio |",
-        "|---|---|---:|---:|---:|",
-    ]
-    for label, dtype_name, ours_gf, ref_gf, ratio in rows:
-        lines.append(f"| {label} | {dtype_name} | {ours_gf:.1f} | {ref_gf:.1f} | {ratio:.2f}× |")
-    lines.append("")
-    lines.append("ratio = median over interleaved pairs of numpy time ÷ tinyattn time "
-                 "(> 1: tinyattn faster).")
-    lines.append(f"1-minute load average: {load_before:.1f} before, "
-                 f"{os.getloadavg()[0]:.1f} after ({os.cpu_count()} CPUs).")
-    table = "\n".join(lines)
-    print(table)
+    if args.child:
+        child(args.child, args.dtype, args.calls)
+        return
+    if args.alternatives:
+        if os.environ.get("NUMBA_NUM_THREADS") != "1":
+            env = {**os.environ, "NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+            os.execve(sys.executable, [sys.executable, *sys.argv], env)
+        body = alternatives(args)
+        print(body)
+        if args.out is not None:
+            write_results(args.out, f"{machine_heading()}: kernel variants at one thread", body)
+        return
+    body = table(args)
+    print(body)
     if args.out is not None:
-        args.out.write_text("## W1 — matmul kernel\n\n" + table + "\n")
+        write_results(args.out, machine_heading(), body)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import platform
 import subprocess
 import sys
 import textwrap
@@ -12,9 +14,20 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from kernel_helpers import numba_threads
 
 from tinyattn.kernels import matmul as matmul_module
-from tinyattn.kernels.matmul import MR, matmul, matmul_numpy
+from tinyattn.kernels.cpu import DataCaches, VectorUnit
+from tinyattn.kernels.matmul import (
+    MR,
+    TILE,
+    Blocking,
+    MicroTile,
+    blocking,
+    matmul,
+    matmul_numpy,
+    micro_tile,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 DTYPES = [np.float32, np.float64]
@@ -49,6 +62,26 @@ def test_odd_sizes_match_numpy(dtype, m, k, n):
     assert_matches_numpy(random(rng, (m, k), dtype), random(rng, (k, n), dtype))
 
 
+def _around(size: int) -> list[int]:
+    return [size - 1, size, size + 1]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_sizes_around_this_machines_micro_tile_match_numpy(dtype):
+    """M around multiples of MR, N around multiples of NR, K around the k-block: full tiles,
+    the last tile row moved up over the one before, the last tile column through the scratch
+    tile, B read in place (N a multiple of NR) and packed (otherwise)."""
+    nr = TILE.columns(np.dtype(dtype).itemsize)
+    kc = blocking(matmul_module.data_caches(), TILE, np.dtype(dtype).itemsize).kc
+    rng = np.random.default_rng(7)
+    for m in [*_around(MR), *_around(4 * MR)]:
+        for n in [*_around(nr), *_around(3 * nr)]:
+            for k in (7, kc + 1):
+                a, b = random(rng, (m, k), dtype), random(rng, (k, n), dtype)
+                assert_matches_numpy(a, b)
+                assert_matches_numpy(np.asfortranarray(a), np.asfortranarray(b))
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize(
     "shape_a, shape_b",
@@ -80,19 +113,22 @@ def test_transposed_views_are_read_in_place(dtype, m, k, n):
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_packed_path_handles_every_edge_tile(dtype, monkeypatch):
-    """Sizes around the micro-tile (MR rows, 16 or 8 columns) and k-block (256) boundaries.
+def test_tiled_path_handles_every_edge_tile(dtype, monkeypatch):
+    """Sizes around the micro-tile (MR rows, NR columns) and k-block boundaries, with a
+    small k-block so that tiles are accumulated over several blocks.
 
-    ``_TINY_MACS = 0`` sends even the smallest of them through packing and the vector tile.
+    ``_TINY_MACS = 0`` sends even the smallest of them through the register tile.
     """
     monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)
-    nr = 2 * 32 // np.dtype(dtype).itemsize
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(64, 2, 1 << 20))
+    nr = TILE.columns(np.dtype(dtype).itemsize)
     rng = np.random.default_rng(6)
     for m in (MR, MR + 1, 2 * MR - 1, 13 * MR + 5):
-        for n in (1, nr - 1, nr, nr + 1, 8 * nr + 3):
-            for k in (1, 255, 257, 513):
+        for n in (1, nr - 1, nr, nr + 1, 5 * nr + 3):
+            for k in (1, 63, 65, 129):
                 a, b = random(rng, (m, k), dtype), random(rng, (k, n), dtype)
                 assert_matches_numpy(a, b)
+                assert_matches_numpy(np.asfortranarray(a), b)  # A read transposed in place
     a_t = random(rng, (300, 2, 19), dtype).transpose(1, 2, 0)  # (2, 19, 300), k strided
     b_t = random(rng, (2, 37, 300), dtype).swapaxes(-1, -2)  # (2, 300, 37), columns strided
     assert_matches_numpy(a_t, b_t)
@@ -147,26 +183,75 @@ def test_results_are_bitwise_deterministic(dtype):
         np.testing.assert_array_equal(matmul(a, b), first)
 
 
-def test_mismatched_inner_dims_raise_value_error():
-    with pytest.raises(ValueError, match=r"matmul: shapes \(3, 4\) and \(5, 6\) do not align"):
-        matmul(np.ones((3, 4)), np.ones((5, 6)))
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_results_do_not_depend_on_threads_or_blocking(dtype, monkeypatch):
+    """Each output is one FMA chain over k in order, whatever the thread count, the number of
+    tasks or the k-block: every split gives the same bits."""
+    rng = np.random.default_rng(8)
+    a, b = random(rng, (2, 301, 700), dtype), random(rng, (700, 2 * TILE.columns(8) + 5), dtype)
+    with numba_threads(1):
+        reference = matmul(a, b)
+    with numba_threads(2):
+        np.testing.assert_array_equal(matmul(a, b), reference)
+    monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 13)
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1, 0))
+    np.testing.assert_array_equal(matmul(a, b), reference)
 
 
-def test_unbroadcastable_batch_dims_raise_value_error():
-    with pytest.raises(ValueError, match="do not broadcast"):
-        matmul(np.ones((2, 3, 4)), np.ones((3, 4, 5)))
+def test_parallel_launches_run_inside_the_kernel_section(monkeypatch):
+    """Callers need not hold ``kernel_section``: packing and the product take it themselves."""
+    events = []
+
+    class Section:
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    def recorded(name, kernel):
+        def run(*args):
+            events.append(name)
+            return kernel(*args)
+        return run
+
+    monkeypatch.setattr(matmul_module, "kernel_section", Section())
+    for name in ("_pack_columns", "_gemm", "_gemm_small"):
+        monkeypatch.setattr(matmul_module, name, recorded(name, getattr(matmul_module, name)))
+    rng = np.random.default_rng(9)
+    a, b_t = random(rng, (64, 70), np.float64), random(rng, (50, 70), np.float64)
+    assert_matches_numpy(a, b_t.T)
+    assert events == ["enter", "_pack_columns", "_gemm", "exit"]
+    events.clear()
+    assert_matches_numpy(a[:2, :3], b_t[:3, :3].T)
+    assert events == ["enter", "_gemm_small", "exit"]
 
 
-def test_one_dim_operand_raises_value_error():
-    with pytest.raises(ValueError, match=">= 2 dims"):
-        matmul(np.ones(4), np.ones((4, 5)))
+@pytest.mark.parametrize("registers, vector_bytes, tile", [
+    (32, 64, MicroTile(6, 4, 64)),  # AVX-512: 24 zmm accumulators, 4 B vectors, 1 broadcast
+    (32, 32, MicroTile(6, 4, 32)),
+    (16, 32, MicroTile(6, 2, 32)),  # AVX2: 12 ymm accumulators, 2 B vectors, 1 broadcast
+    (16, 16, MicroTile(6, 2, 16)),
+])
+def test_micro_tile_fills_the_register_file(registers, vector_bytes, tile):
+    unit = VectorUnit("test", frozenset(), vector_bytes, registers)
+    chosen = micro_tile(unit)
+    assert chosen == tile
+    assert chosen.rows * chosen.vectors + chosen.vectors + 1 <= registers
+    assert chosen.columns(4) == chosen.vectors * vector_bytes // 4
 
 
-def test_mixed_or_integer_dtypes_raise_type_error():
-    with pytest.raises(TypeError, match="float32 or two float64"):
-        matmul(np.ones((2, 2), np.float32), np.ones((2, 2), np.float64))
-    with pytest.raises(TypeError, match="float32 or two float64"):
-        matmul(np.ones((2, 2), np.int64), np.ones((2, 2), np.int64))
+@pytest.mark.parametrize("l1, l2", [(32 << 10, 1 << 20), (48 << 10, 2 << 20),
+                                    (32 << 10, 256 << 10), (4 << 10, 8 << 10)])
+@pytest.mark.parametrize("itemsize", [4, 8])
+@pytest.mark.parametrize("tile", [MicroTile(6, 4, 64), MicroTile(6, 2, 32)])
+def test_blocks_fit_the_caches(l1, l2, itemsize, tile):
+    block = blocking(DataCaches(l1, l2), tile, itemsize)
+    nr = tile.columns(itemsize)
+    assert block.kc >= 16 and block.nc_panels >= 1
+    if block.kc > 16:
+        assert block.kc * block.nc_panels * nr * itemsize <= l2 // 2  # B block in half of L2
+        assert block.kc * tile.rows * itemsize <= l1  # the tile's slice of A in L1
 
 
 dims = st.integers(min_value=0, max_value=40)
@@ -205,7 +290,8 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
 
     A fresh NUMBA_CACHE_DIR makes the child compile with the checks on: the on-disk cache is
     keyed by source and signature, not by the boundscheck flag. The child also checks that the
-    vector loads of the micro-tile are covered, by making one read past a row on purpose.
+    micro-tile's vector loads and broadcasts are covered, by reading past the end of a row of C
+    and past the last row of A on purpose.
     """
     script = textwrap.dedent(
         """
@@ -226,12 +312,25 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
 
         @njit
         def load_past_row_end(x):
-            return mm._vload(x, 0, 1)
+            mm._tile_store(x, 0, 0, mm._tile_load(x, 0, 1), 0)
 
-        try:
-            load_past_row_end(np.zeros((2, 8), np.float32))  # lanes 1..8 of an 8-wide row
-        except IndexError:
-            print("ok")
+        @njit
+        def broadcast_past_last_row(a, b, c):
+            tile = mm._tile_zero(c)
+            tile = mm._tile_update(tile, a, 1, b, 0, 0)
+            mm._tile_store(c, 0, 0, tile, 0)
+
+        nr = mm.TILE.columns(4)
+        for check, args in [
+            (load_past_row_end, (np.zeros((mm.MR, nr), np.float32),)),  # columns 1..NR
+            (broadcast_past_last_row, (np.zeros((mm.MR, 3), np.float32),  # rows 1..MR
+                                       np.zeros((3, nr), np.float32),
+                                       np.zeros((mm.MR, nr), np.float32))),
+        ]:
+            try:
+                check(*args)
+            except IndexError:
+                print("ok")
         """
     )
     env = {**os.environ, "NUMBA_BOUNDSCHECK": "1", "PYTHONPATH": str(ROOT),
@@ -239,4 +338,47 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip() == "ok"
+    assert result.stdout.split() == ["ok", "ok"]
+
+
+OTHER_TARGET = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    from tinyattn.kernels import matmul as mm
+    rng = np.random.default_rng(0)
+    worst = 0.0
+    for dtype in (np.float32, np.float64):
+        nr = mm.TILE.columns(np.dtype(dtype).itemsize)
+        for m, k, n in [(mm.MR, 40, nr), (4 * mm.MR + 1, 300, 3 * nr - 1), (50, 70, 2 * nr + 1)]:
+            a = rng.standard_normal((2, m, k)).astype(dtype)
+            b = rng.standard_normal((k, n)).astype(dtype)
+            for left, right in [(a, b), (a.swapaxes(1, 2).copy().swapaxes(1, 2), b.T.copy().T)]:
+                scale = np.abs(left).astype(np.float64) @ np.abs(right).astype(np.float64)
+                error = np.abs(mm.matmul(left, right) - left @ right) / scale
+                worst = max(worst, float(error.max()) / (1e-5 if dtype == np.float32 else 1e-12))
+    tile = mm.TILE
+    print(json.dumps({"tile": [tile.rows, tile.vectors, tile.vector_bytes], "worst": worst}))
+    """
+)
+
+
+@pytest.mark.skipif(platform.machine().lower() not in ("x86_64", "amd64"), reason="x86 CPUs")
+@pytest.mark.parametrize("env, tile", [
+    ({"NUMBA_CPU_NAME": "haswell",
+      "NUMBA_CPU_FEATURES": "+sse,+sse2,+sse3,+ssse3,+sse4.1,+sse4.2,+avx,+avx2,+fma"},
+     [6, 2, 32]),  # AVX2: 16 ymm registers
+    ({"NUMBA_CPU_NAME": "generic"}, [6, 2, 16]),  # x86-64 baseline: 16 xmm registers
+])
+def test_other_vector_units_get_their_own_tile_and_the_same_results(tmp_path, env, tile):
+    """Compiled for another CPU (in a fresh process with its own numba cache), the kernel
+    takes that CPU's tile and still matches numpy, transposed operands and edges included."""
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("NUMBA_CPU")}
+    result = subprocess.run(
+        [sys.executable, "-c", OTHER_TARGET], capture_output=True, text=True, cwd=ROOT,
+        env={**clean, **env, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)},
+        timeout=900, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    report = json.loads(result.stdout.strip().splitlines()[-1])
+    assert report["tile"] == tile
+    assert report["worst"] <= 1.0

@@ -3,50 +3,80 @@
 Why the kernel is shaped the way it is
 --------------------------------------
 A matmul does ``2·M·N·K`` flops on ``M·K + K·N`` inputs, so it can run at the FMA units' peak
-only if every value loaded is reused from registers many times. The kernel is built around that:
+only if every value loaded is reused from registers many times. How many registers there are,
+and how wide, depends on the CPU (16 × 32 bytes with AVX2, 32 × 64 bytes with AVX-512), so the
+kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compiles for) and
+:func:`~tinyattn.kernels.cpu.data_caches`, never from one machine's constants:
 
-* **Micro-tile in registers, outer-product form.** The innermost routine, :func:`_micro_tile`,
-  keeps a ``MR × NR`` block of C (6 rows × two SIMD vectors: 6 × 16 float32 or 6 × 8 float64
-  on AVX2) in 12 vector accumulators. For each ``p`` along ``k`` it loads the two vectors
-  ``B[p, j0:j0+NR]``, broadcasts each of the 6 values ``A[i0+r, p]`` and issues 12 FMAs:
-  8 loads per 12 FMAs, 12 accumulators + 2 ``B`` vectors + 1 broadcast = 15 of the 16 AVX2
-  registers, and no horizontal reduction ever. Numba's loop vectoriser cannot produce this
-  (the loop over ``p`` is a chain of dependent updates, the SIMD dimension is the unrolled
-  ``j``), and LLVM's SLP vectoriser, which numba leaves off by default, only partly does
-  (measured: with ``NUMBA_SLP_VECTORIZE=1`` a tile of 96 scalar accumulators does become
-  ymm FMAs, but spills to the stack and keeps index wrap-around checks: 35 GF/s float32,
-  10 GF/s float64, against 87 and 39 for the tile below, one thread). So the tile is written
-  with a small vector type of its own: ``_Vector`` is an LLVM ``<8 x float>`` /
-  ``<4 x double>`` value, and four intrinsics (:func:`_vload`, :func:`_vsplat`,
-  :func:`_vfma`, :func:`_vstore`) are all the tile needs.
-  They read and write through numba's own item-pointer code, so ``NUMBA_BOUNDSCHECK=1``
-  checks them (both ends of every vector) like any other index.
-* **Packing.** The tile wants, for each ``p``, 6 values of A and 16 (8) of B side by side.
-  :func:`_pack` copies A into *panels* ``(batch, ceil(M/MR), K, MR)`` and B into
-  ``(batch, ceil(N/NR), K, NR)``, zero padded to whole panels: every load of the tile is then
-  from one sequential stream, whatever the strides of the inputs. Without packing, rows of A
-  or B that are a power-of-two number of bytes apart (K or N = 256, 512, ...) fall into the
-  same L1 sets and evict each other (measured on an unpacked float64 prototype: 6 GF/s with A
-  row-major, 18 with A column-major); reading A unpacked with B packed measured no faster
-  than packing both. Packing reads each
-  input in its own memory order (:func:`_pack_along_k` for rows contiguous in ``k``,
-  :func:`_pack_across_k` for the transposed layout), so a transposed view (``x.T``, the
-  autograd backward's ``g @ Wᵀ`` and ``Xᵀ @ g``) is packed directly, without a copy first.
-  It costs ``M·K + K·N`` copies against ``M·N·K`` FMAs. The padded entries of A and B only
-  land in rows/columns of C that are not written, so inf and NaN propagate exactly as in
-  the unpadded product.
-* **k-blocking.** ``k`` is cut into equal blocks of at most 256 values, so that one B
-  micro-panel (``256 × NR``: 16 KiB) stays in the 32 KiB L1 while it meets every A panel of
-  its task, and a task's ``72 × 256`` slice of A stays in L2.
-* **Parallel strategy.** :func:`_gemm_packed` runs ``prange`` over independent output blocks
-  of ``MC × NC`` = 12 × 8 micro-tiles *across the whole batch*, so 64 small attention
-  matmuls are one parallel loop with no per-matrix Python overhead. Each output element is
-  owned by one task, which adds the k-blocks in order: results are bitwise identical run to
-  run and for any thread count.
+* **Register tile, outer-product form.** The innermost step (:func:`_tile_update`) holds an
+  ``MR × NR`` block of C in ``MR · vectors`` vector registers. For each ``p`` along ``k`` it
+  loads the ``vectors`` vectors ``B[p, j0:j0+NR]``, broadcasts each of the ``MR`` values
+  ``A[i0+r, p]`` and issues ``MR · vectors`` FMAs; no horizontal reduction ever.
+  :func:`micro_tile` picks the shape by rule: accumulators + B vectors + one broadcast
+  register within the register file, ``vectors`` a power of two (``NR`` then divides the
+  power-of-two widths of models), and the most FMAs per value loaded. With AVX-512 that is
+  6 × 4 zmm (24 accumulators, ``NR`` = 64 float32 or 32 float64, 24 FMAs per 10 loads); with
+  AVX2 or SSE 6 × 2 (12 accumulators, 12 FMAs per 8 loads). Vectors are the unit's full width:
+  numba's functions carry no ``min-legal-vector-width``, so LLVM keeps 512-bit vectors whole on
+  every AVX-512 CPU it knows (``vector_unit`` asks LLVM, and would report 32 bytes for a target
+  that splits them). Measured on a 2-core AMD EPYC (znver4, whose 512-bit FMAs run as two
+  256-bit halves) at one thread, each tile interleaved with numpy in one process over two
+  runs: 6 × 4 zmm reached 0.84–1.23× OpenBLAS on the W1 shapes (0.65–0.76× on the 64
+  products 64×32·32×64, which OpenBLAS runs near its peak); the same register budget in
+  256-bit vectors (6 × 4 ymm) was 1–24% slower, the AVX2 tile 6 × 2 ymm 5–44% slower, and none
+  of 14 × 2, 12 × 2, 8 × 3 or 4 × 4 zmm was more than 7% faster on any shape while each was
+  10–46% slower on some (tables in ``benchmarks/results_matmul.md``).
+  Numba's loop vectoriser cannot produce such a tile (the loop over ``p`` is a chain of
+  dependent updates; the SIMD dimension is the unrolled ``j``), and LLVM's SLP vectoriser only
+  partly does (it spills and keeps index checks). So the tile is an LLVM value of its own:
+  :class:`_Tile` is an array of ``<lanes x float>`` vectors that LLVM's SROA pass splits into
+  registers, and four intrinsics (:func:`_tile_zero`, :func:`_tile_load`,
+  :func:`_tile_update`, :func:`_tile_store`) are all the tile needs. They address memory
+  through numba's own item-pointer code, so ``NUMBA_BOUNDSCHECK=1`` checks every load and
+  store (both ends of each vector) like any other index.
+* **Operands read in place; B packed only when it pays.** A is never copied: the tile
+  broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from ``a[p, i]`` of a
+  transposed view (autograd's ``Xᵀ @ g``), one value at a time either way. B is read in place
+  when its rows are contiguous, ``N`` is a multiple of ``NR`` and it fits half of L2: the tile
+  loads ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a transposed view such as the
+  Linear forward's ``x @ Wᵀ``, a ragged last column of tiles, or a large B whose rows would
+  evict each other) :func:`_pack_b` copies B once into zero-padded panels ``(N/NR, K, NR)``
+  starting on a cache line, reading it in its own memory order. Copies cost far more per value
+  than an FMA, so they weigh most on small products. Measured here at one thread, interleaved:
+  copying A first (into a k-major layout) made the W1 products 4–57% slower (most for
+  1024×512·512×128, where A is the large operand); packing a row-major B of up to 1 MiB was
+  within ±10% of reading it in place on the larger W1 shapes and 12–39% slower on the 64
+  products 64×32·32×64, while packing a B of 8–16 MiB with 4096 or 2048 columns was 8–15%
+  faster than reading it in place.
+* **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
+  moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
+  operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
+  a multiple of ``NR``, so B is packed) go through a scratch tile of which only the part inside
+  C is copied; the zero padding of B only meets columns of C that are not written, so inf and
+  NaN propagate exactly as in the unpadded product.
+* **Cache blocking from the cache sizes** (:func:`blocking`). A task sweeps its block of B,
+  ``_B_PANELS_PER_TASK`` = 4 micro-panels of ``kc × NR``, once per tile row, so that block is
+  sized to half of L2, with ``kc`` short enough for the tile's slice of A (``MR × kc``) to fit
+  L1; ``k`` is cut into equal blocks of at most ``kc``. With a 1 MiB L2 that is ``kc`` = 512
+  for both dtypes. Measured here at one thread (interleaved in one process, shapes with
+  ``K`` ≥ 512): 512 × 4 panels was 0–11% faster than 256 × 8 and −4% to +9% against
+  1024 × 2.
+* **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
+  block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
+  attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
+  large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread.
+  Each output element is one FMA chain along ``k`` in order, whatever the blocking, the tasks
+  or the thread count: results are bitwise identical run to run and for any thread count.
+  The wrapper holds :data:`~tinyattn.kernels.parallel.kernel_section` around its parallel
+  launches (a lock only on numba's non-thread-safe ``workqueue`` layer).
 * **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, fewer than ``MR`` rows, or
-  any product when ``NUMBA_DISABLE_JIT=1`` turns the vector intrinsics off)
-  skip packing and threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over
-  ``j`` vectorises.
+  any product when ``NUMBA_DISABLE_JIT=1`` turns the intrinsics off) skip the tile and
+  threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
+* **Compile cost.** Each kernel has one specialisation per dtype: A and B reach
+  :func:`_gemm` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
+  tile is inlined into it. The tile's geometry is a compile-time constant that depends only on
+  the vector unit, which numba's cache key already holds (CPU name and features), so a cache
+  compiled for another CPU is never loaded.
 
 Floating-point: the tile's ``a·b + c`` is contracted to an FMA where the CPU has one (one
 rounding fewer); nothing is reassociated and ``nnan``/``ninf`` are never assumed, so the
@@ -56,18 +86,120 @@ non-finite outputs as numpy. The float32 result differs from numpy's only by rou
 
 from __future__ import annotations
 
+import functools
+from dataclasses import dataclass
+
+import numba
 import numpy as np
 from llvmlite import ir
 from numba import config, njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
-MR = 6  # rows of C per micro-tile
-_VECTOR_BYTES = 32  # one AVX2 register; a micro-tile is MR rows × 2 vectors of C
-_KC_MAX = 256  # longest k-block: a 256 × NR panel of B is 16 KiB
-_MC_PANELS = 12  # micro-tile rows per parallel task: 72 rows of C
-_NC_PANELS = 8  # micro-tile columns per parallel task: 128 (float32) or 64 (float64) columns
+from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
+from .parallel import kernel_section
+
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
+_TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
+_B_PANELS_PER_TASK = 4  # micro-panels in a task's block of B (see blocking)
+
+
+@dataclass(frozen=True)
+class MicroTile:
+    """Shape of the block of C that the innermost loop keeps in vector registers.
+
+    Attributes
+    ----------
+    rows : int
+        ``MR``: rows of C per tile, one broadcast value of A each.
+    vectors : int
+        Vectors of C per tile row; the tile is ``vectors · lanes`` columns wide (``NR``).
+    vector_bytes : int
+        Width of those vectors.
+    """
+
+    rows: int
+    vectors: int
+    vector_bytes: int
+
+    def columns(self, itemsize: int) -> int:
+        """``NR``: columns of C per tile, for values of ``itemsize`` bytes."""
+        return self.vectors * self.vector_bytes // itemsize
+
+
+def micro_tile(unit: VectorUnit) -> MicroTile:
+    """The register tile for ``unit``: the most FMAs per value loaded that fit its registers.
+
+    Each step along ``k`` loads ``vectors`` vectors of B and broadcasts ``rows`` values of A,
+    then issues ``rows · vectors`` FMAs. The tile needs ``rows · vectors`` accumulators, the
+    ``vectors`` B vectors and one broadcast register, all within ``unit.registers``; among
+    those shapes it takes the highest ``rows · vectors / (rows + vectors)`` (FMAs per load),
+    with ``vectors`` a power of two so that ``NR`` divides the power-of-two widths of models.
+    Tile vectors are the unit's full width.
+
+    Examples
+    --------
+    >>> from tinyattn.kernels.cpu import VectorUnit
+    >>> micro_tile(VectorUnit("x", frozenset(), 64, 32))  # AVX-512: 6 × 4 zmm
+    MicroTile(rows=6, vectors=4, vector_bytes=64)
+    >>> micro_tile(VectorUnit("x", frozenset(), 32, 16))  # AVX2: 6 × 2 ymm
+    MicroTile(rows=6, vectors=2, vector_bytes=32)
+    """
+    best, best_score = MicroTile(1, 1, unit.vector_bytes), 0.0
+    vectors = 1
+    while vectors < unit.registers:
+        rows = (unit.registers - 1 - vectors) // vectors
+        if rows >= 1 and rows * vectors / (rows + vectors) > best_score:
+            best, best_score = MicroTile(rows, vectors, unit.vector_bytes), \
+                rows * vectors / (rows + vectors)
+        vectors *= 2
+    return best
+
+
+@dataclass(frozen=True)
+class Blocking:
+    """Cache blocking of the product, in values of ``k`` and micro-tile columns.
+
+    Attributes
+    ----------
+    kc : int
+        Longest block of ``k``.
+    nc_panels : int
+        Micro-tile columns per task: the task's ``kc × NR·nc_panels`` block of B, which it
+        sweeps once per tile row, fills at most half of L2.
+    in_place_b_bytes : int
+        Largest matrix of B read in place (half of L2): it stays cached whatever its row
+        stride. Larger ones are packed, so that the rows of a wide power-of-two B do not evict
+        each other.
+    """
+
+    kc: int
+    nc_panels: int
+    in_place_b_bytes: int
+
+
+def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
+    """Blocking for a core with ``caches``, ``tile`` and values of ``itemsize`` bytes.
+
+    A task's block of B is ``_B_PANELS_PER_TASK`` micro-panels of ``kc × NR`` that together
+    fill half of L2 (``kc`` = 512 with a 1 MiB L2 and 256-byte tile rows), and ``kc`` is kept
+    short enough for a tile's slice of A (``MR × kc``) to fit L1.
+
+    Examples
+    --------
+    >>> from tinyattn.kernels.cpu import DataCaches
+    >>> blocking(DataCaches(32 * 1024, 1024 * 1024), MicroTile(6, 4, 64), 4)
+    Blocking(kc=512, nc_panels=4, in_place_b_bytes=524288)
+    """
+    panel_row = tile.columns(itemsize) * itemsize  # bytes of B per k and micro-panel
+    kc = min(caches.l2 // 2 // (_B_PANELS_PER_TASK * panel_row),
+             caches.l1 // (tile.rows * itemsize))
+    return Blocking(max(16, kc), _B_PANELS_PER_TASK, caches.l2 // 2)
+
+
+TILE = micro_tile(vector_unit())
+MR = TILE.rows
+_TILE_ROW_BYTES = TILE.vectors * TILE.vector_bytes  # NR · itemsize
 
 
 def matmul_numpy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -96,137 +228,156 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     >>> matmul(np.ones((2, 3)), np.ones((3, 4))).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
     """
-    if a.ndim < 2 or b.ndim < 2:
-        raise ValueError(
-            f"matmul: kernel needs operands with >= 2 dims, got {a.shape} and {b.shape}"
-        )
-    if a.dtype != b.dtype or a.dtype not in (np.float32, np.float64):
-        raise TypeError(
-            f"matmul: expected two float32 or two float64 arrays, got {a.dtype} and {b.dtype}"
-        )
-    m, k = a.shape[-2:]
-    k_b, n = b.shape[-2:]
-    if k != k_b:
-        raise ValueError(f"matmul: shapes {a.shape} and {b.shape} do not align: {k} != {k_b}")
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"matmul: batch dims of {a.shape} and {b.shape} do not broadcast"
-        ) from None
-    out_shape = batch + (m, n)
-    if k == 0 or 0 in out_shape:
-        return np.zeros(out_shape, a.dtype)
-    a_index = _batch_index(a.shape[:-2], batch)
-    b_index = _batch_index(b.shape[:-2], batch)
+    assert a.ndim >= 2 and b.ndim >= 2, (a.shape, b.shape)
+    assert a.dtype == b.dtype and a.dtype in (np.float32, np.float64), (a.dtype, b.dtype)
+    assert a.shape[-1] == b.shape[-2], (a.shape, b.shape)
+    (m, k), n = a.shape[-2:], b.shape[-1]
+    batch, a_index, b_index = _batch_indices(a.shape[:-2], b.shape[:-2])
+    if k == 0 or m == 0 or n == 0 or a_index.size == 0:
+        return np.zeros(batch + (m, n), a.dtype)
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
     out = np.empty((a_index.size, m, n), a.dtype)
-    if a_index.size * m * n * k < _TINY_MACS or m < MR or config.DISABLE_JIT:
-        _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index, out)
+    with kernel_section:
+        if a_index.size * m * n * k < _TINY_MACS or m < MR or config.DISABLE_JIT:
+            _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index,
+                        out)
+        else:
+            _gemm_tiled(a3, b3, a_index, b_index, out)
+    return out.reshape(batch + (m, n))
+
+
+def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np.ndarray,
+                out: np.ndarray) -> None:
+    """``out[o] = a3[a_index[o]] @ b3[b_index[o]]`` with the register tile (see module doc)."""
+    _, k, n = b3.shape
+    nr = TILE.columns(out.itemsize)
+    block = _blocking(out.itemsize)
+    kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
+    a_transposed = not a3.flags.c_contiguous
+    a_data = a3.swapaxes(1, 2) if a_transposed else a3  # C-contiguous either way
+    if b3.flags.c_contiguous and n % nr == 0 and k * n * out.itemsize <= block.in_place_b_bytes:
+        b_data, b_panels = b3, 1  # (batch_b, K, N), read in place
     else:
-        nr = 2 * _VECTOR_BYTES // a.itemsize
-        k_blocks = -(-k // _KC_MAX)
-        kc = -(-k // k_blocks)
-        a_packed = _pack(a3, MR)  # (batch_a, M panels, K, MR)
-        b_packed = _pack(b3.swapaxes(1, 2), nr)  # B read as Bᵀ: (batch_b, N panels, K, NR)
-        _gemm_packed(a_packed, b_packed, a_index, b_index, out, kc)
-    return out.reshape(out_shape)
+        packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
+        b_panels = packed.shape[1]
+        b_data = packed.reshape(-1, k, nr)  # (batch_b · N panels, K, NR)
+    n_panels = -(-n // nr)
+    n_blocks = -(-n_panels // block.nc_panels)
+    m_panels = -(-out.shape[1] // MR)
+    wanted = _TASKS_PER_THREAD * numba.get_num_threads()
+    m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
+    _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+          n_blocks)
 
 
-def _batch_index(shape: tuple[int, ...], batch: tuple[int, ...]) -> np.ndarray:
-    """For each matrix of the broadcast ``batch``, the index of its operand matrix (int64)."""
-    own = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
-    return np.broadcast_to(own, batch).flatten()  # always a fresh writable array: one signature
+@functools.lru_cache(maxsize=4)
+def _blocking(itemsize: int) -> Blocking:
+    return blocking(data_caches(), TILE, itemsize)
+
+
+@functools.lru_cache(maxsize=256)
+def _batch_indices(
+    a_batch: tuple[int, ...], b_batch: tuple[int, ...]
+) -> tuple[tuple[int, ...], np.ndarray, np.ndarray]:
+    """The broadcast batch shape and, for each of its matrices, the index of A's and B's.
+
+    Cached: the same shapes come back on every training step. The index arrays are int64,
+    writable (one numba signature) and never written to.
+    """
+    batch = np.broadcast_shapes(a_batch, b_batch)
+
+    def index(shape: tuple[int, ...]) -> np.ndarray:
+        own = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+        return np.broadcast_to(own, batch).flatten()
+
+    return batch, index(a_batch), index(b_batch)
 
 
 def _stack_of_matrices(x: np.ndarray) -> np.ndarray:
-    """``x`` as ``(batch, rows, cols)`` whose last two dims are C- or F-ordered (no copy if so)."""
-    x3 = x.reshape((-1,) + x.shape[-2:])
-    if x3.shape[0] > 0 and not (x3[0].flags.c_contiguous or x3[0].flags.f_contiguous):
-        x3 = np.ascontiguousarray(x3)
-    return x3
+    """``x`` as ``(batch, rows, cols)``, C-contiguous with or without its last two axes swapped.
 
-
-def _pack(x3: np.ndarray, width: int) -> np.ndarray:
-    """Panels ``(batch, ceil(rows / width), k, width)`` of ``x3 (batch, rows, k)``.
-
-    ``packed[b, s, p, r] = x3[b, s·width + r, p]``, zero where ``x3`` has no row.
+    No copy when ``x`` already is (a C array, or a transposed view of one).
     """
-    batch, rows, k = x3.shape
-    packed = np.empty((batch, -(-rows // width), k, width), x3.dtype)
-    if x3[0].flags.c_contiguous:
-        _pack_along_k(x3, packed)
+    x3 = x.reshape((-1,) + x.shape[-2:])
+    if x3.flags.c_contiguous or x3.swapaxes(1, 2).flags.c_contiguous:
+        return x3
+    if abs(x3.strides[1]) < abs(x3.strides[2]):  # nearer to a transposed layout: keep it
+        return np.ascontiguousarray(x3.swapaxes(1, 2)).swapaxes(1, 2)
+    return np.ascontiguousarray(x3)
+
+
+_ALIGN = 64  # bytes: packed panels start on a cache line, so no vector load straddles two
+
+
+def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
+    """Panels ``(batch, ceil(N / width), K, width)`` of ``b3 (batch, K, N)``, zero padded.
+
+    ``packed[o, s, p, j] = b3[o, p, s·width + j]``; the array starts on a cache line.
+    """
+    batch, k, n = b3.shape
+    shape = (batch, -(-n // width), k, width)
+    size = int(np.prod(shape))
+    raw = np.empty(size + _ALIGN // b3.itemsize, b3.dtype)
+    start = (-raw.ctypes.data % _ALIGN) // b3.itemsize
+    packed = raw[start:start + size].reshape(shape)
+    if b3.flags.c_contiguous:
+        _pack_rows(b3, packed)
     else:
-        _pack_across_k(x3.swapaxes(1, 2), packed)  # (batch, k, rows), rows adjacent
+        _pack_columns(b3.swapaxes(1, 2), packed)  # (batch, N, K), C-contiguous
     return packed
 
 
 @njit(parallel=True, cache=True)
-def _pack_along_k(x, packed):
-    """``packed[b, s, p, r] = x[b, s·width + r, p]`` reading each row of ``x`` in order."""
-    batch, rows, k = x.shape
+def _pack_rows(b, packed):
+    """``packed[o, s, p, j] = b[o, p, s·width + j]``, copying row segments of ``b``."""
+    batch, k, n = b.shape
     panels, width = packed.shape[1], packed.shape[3]
     for task in prange(batch * panels):
-        b = task // panels
+        o = task // panels
         s = task % panels
-        panel = packed[b, s]  # (k, width)
-        valid = min(width, rows - s * width)
-        for r in range(valid):
-            row = x[b, s * width + r]
-            for p in range(k):
-                panel[p, r] = row[p]
+        panel = packed[o, s]  # (K, width)
+        j0 = s * width
+        valid = min(width, n - j0)
+        for p in range(k):
+            panel[p, :valid] = b[o, p, j0:j0 + valid]
         panel[:, valid:] = 0
 
 
 @njit(parallel=True, cache=True)
-def _pack_across_k(x_t, packed):
-    """``packed[b, s, p, r] = x_t[b, p, s·width + r]`` for ``x_t`` with rows adjacent in memory."""
-    batch, k, rows = x_t.shape
+def _pack_columns(b_t, packed):
+    """``packed[o, s, p, j] = b_t[o, s·width + j, p]``, reading each column of B in order."""
+    batch, n, k = b_t.shape
     panels, width = packed.shape[1], packed.shape[3]
     for task in prange(batch * panels):
-        b = task // panels
+        o = task // panels
         s = task % panels
-        panel = packed[b, s]  # (k, width)
-        r0 = s * width
-        valid = min(width, rows - r0)
-        for p in range(k):
-            panel[p, :valid] = x_t[b, p, r0:r0 + valid]
+        panel = packed[o, s]  # (K, width)
+        valid = min(width, n - s * width)
+        for j in range(valid):
+            column = b_t[o, s * width + j]
+            for p in range(k):
+                panel[p, j] = column[p]
         panel[:, valid:] = 0
 
 
-class _Vector(types.Type):
-    """A SIMD register's worth of float32 or float64 values (LLVM vector type)."""
+class _Tile(types.Type):
+    """The ``MR × NR`` block of C in registers: ``MR · vectors`` SIMD vectors of one dtype."""
 
     def __init__(self, dtype):
         self.dtype = dtype
-        self.lanes = _VECTOR_BYTES * 8 // dtype.bitwidth
-        super().__init__(name=f"Vector({dtype} x {self.lanes})")
+        self.lanes = TILE.vector_bytes * 8 // dtype.bitwidth
+        super().__init__(name=f"Tile({dtype}, {TILE.rows}x{TILE.vectors}x{self.lanes})")
 
 
-@register_model(_Vector)
-class _VectorModel(models.PrimitiveModel):
+@register_model(_Tile)
+class _TileModel(models.PrimitiveModel):
+    """An LLVM array of vectors; LLVM's SROA pass gives each element a register of its own."""
+
     def __init__(self, dmm, fe_type):
         element = ir.FloatType() if fe_type.dtype == types.float32 else ir.DoubleType()
-        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
-
-
-def _item_pointer(context, builder, array_type, array, i, j):
-    """Pointer to ``array[i, j]`` (bounds-checked when numba's boundscheck is on)."""
-    view = context.make_array(array_type)(context, builder, array)
-    return cgutils.get_item_pointer(context, builder, array_type, view, [i, j],
-                                    wraparound=False, boundscheck=True)
-
-
-def _vector_pointer(context, builder, signature, args):
-    """``array[i, j:j+lanes]`` as a vector pointer; both ends are bounds-checked."""
-    array_type, i, j = signature.args[0], args[1], args[2]
-    lanes = _Vector(array_type.dtype).lanes
-    last = builder.add(j, ir.Constant(j.type, lanes - 1))
-    _item_pointer(context, builder, array_type, args[0], i, last)
-    first = _item_pointer(context, builder, array_type, args[0], i, j)
-    vector = context.get_value_type(_Vector(array_type.dtype))
-    return builder.bitcast(first, vector.as_pointer())
+        vector = ir.VectorType(element, fe_type.lanes)
+        super().__init__(dmm, fe_type, ir.ArrayType(vector, TILE.rows * TILE.vectors))
 
 
 def _is_float_matrix(array) -> bool:
@@ -234,159 +385,197 @@ def _is_float_matrix(array) -> bool:
             and array.dtype in (types.float32, types.float64))
 
 
-@intrinsic
-def _vload(typingctx, array, i, j):
-    """``array[i, j:j+lanes]`` as a vector (``array`` a C-contiguous float matrix)."""
-    if not _is_float_matrix(array):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer = _vector_pointer(context, builder, signature, args)
-        return builder.load(pointer, align=array.dtype.bitwidth // 8)
-
-    return _Vector(array.dtype)(array, i, j), codegen
+def _plus(builder, value, constant: int):
+    return builder.add(value, ir.Constant(value.type, constant))
 
 
-@intrinsic
-def _vstore(typingctx, array, i, j, vector):
-    """``array[i, j:j+lanes] = vector``."""
-    if not _is_float_matrix(array) or vector != _Vector(array.dtype):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointer = _vector_pointer(context, builder, signature, args)
-        builder.store(args[3], pointer, align=array.dtype.bitwidth // 8)
-
-    return types.void(array, i, j, vector), codegen
+def _item_pointer(context, builder, array_type, array, i, j):
+    """Pointer to ``array[i, j]``, bounds-checked when numba's boundscheck is on."""
+    view = context.make_array(array_type)(context, builder, array)
+    return cgutils.get_item_pointer(context, builder, array_type, view, [i, j],
+                                    wraparound=False, boundscheck=context.enable_boundscheck)
 
 
-@intrinsic
-def _vsplat(typingctx, array, i, j):
-    """A vector whose every lane is ``array[i, j]``."""
-    if not _is_float_matrix(array):
-        return None
-    vector_type = _Vector(array.dtype)
+def _vector_pointers(context, builder, array_type, array, i0, j0, rows, lanes):
+    """Pointers to the vectors ``array[i0 + r, j0 + v·lanes : j0 + (v+1)·lanes]``.
 
-    def codegen(context, builder, signature, args):
-        value = builder.load(_item_pointer(context, builder, signature.args[0], *args))
-        vector = context.get_value_type(vector_type)
-        one_lane = builder.insert_element(ir.Constant(vector, ir.Undefined), value,
-                                          ir.Constant(ir.IntType(32), 0))
-        all_zero = ir.Constant(ir.VectorType(ir.IntType(32), vector_type.lanes), None)
-        return builder.shuffle_vector(one_lane, ir.Constant(vector, ir.Undefined), all_zero)
-
-    return vector_type(array, i, j), codegen
+    In order ``(r, v)`` for ``r < rows``, ``v < TILE.vectors``. Under boundscheck the block's
+    last element is checked as well as each vector's first, which covers every lane.
+    """
+    vector_pointer = ir.VectorType(context.get_value_type(array_type.dtype), lanes).as_pointer()
+    if context.enable_boundscheck:
+        _item_pointer(context, builder, array_type, array, _plus(builder, i0, rows - 1),
+                      _plus(builder, j0, TILE.vectors * lanes - 1))
+    pointers = []
+    for r in range(rows):
+        for v in range(TILE.vectors):
+            item = _item_pointer(context, builder, array_type, array, _plus(builder, i0, r),
+                                 _plus(builder, j0, v * lanes))
+            pointers.append(builder.bitcast(item, vector_pointer))
+    return pointers
 
 
 @intrinsic
-def _vzero(typingctx, array):
-    """A vector of zeros of ``array``'s dtype."""
-    if not _is_float_matrix(array):
+def _tile_zero(typingctx, c):
+    """A tile of zeros of ``c``'s dtype."""
+    if not _is_float_matrix(c):
         return None
-    vector_type = _Vector(array.dtype)
+    tile = _Tile(c.dtype)
 
     def codegen(context, builder, signature, args):
-        return ir.Constant(context.get_value_type(vector_type), None)
+        return ir.Constant(context.get_value_type(tile), None)
 
-    return vector_type(array), codegen
+    return tile(c), codegen
 
 
 @intrinsic
-def _vfma(typingctx, a, b, c):
-    """``a · b + c`` lane by lane, fused into one FMA where the CPU has it."""
-    if not (isinstance(a, _Vector) and a == b == c):
+def _tile_load(typingctx, c, i0, j0):
+    """The tile ``c[i0:i0+MR, j0:j0+NR]``."""
+    if not _is_float_matrix(c):
+        return None
+    tile = _Tile(c.dtype)
+
+    def codegen(context, builder, signature, args):
+        value = ir.Constant(context.get_value_type(tile), ir.Undefined)
+        pointers = _vector_pointers(context, builder, c, *args, TILE.rows, tile.lanes)
+        for slot, pointer in enumerate(pointers):
+            vector = builder.load(pointer, align=c.dtype.bitwidth // 8)
+            value = builder.insert_value(value, vector, slot)
+        return value
+
+    return tile(c, i0, j0), codegen
+
+
+@intrinsic
+def _tile_store(typingctx, c, i0, j0, tile, first):
+    """``c[i0+r, j0:j0+NR] = tile[r]`` for the rows ``first <= r < MR`` of the tile."""
+    if not _is_float_matrix(c) or tile != _Tile(c.dtype) or not isinstance(first, types.Integer):
         return None
 
     def codegen(context, builder, signature, args):
-        product = builder.fmul(args[0], args[1], flags=("contract",))
-        return builder.fadd(product, args[2], flags=("contract",))
+        pointers = _vector_pointers(context, builder, c, *args[:3], TILE.rows, tile.lanes)
+        first_row = context.cast(builder, args[4], first, types.intp)
+        for r in range(TILE.rows):
+            wanted = builder.icmp_signed("<=", first_row, ir.Constant(first_row.type, r))
+            with builder.if_then(wanted, likely=True):
+                for v in range(TILE.vectors):
+                    slot = r * TILE.vectors + v
+                    builder.store(builder.extract_value(args[3], slot), pointers[slot],
+                                  align=c.dtype.bitwidth // 8)
 
-    return a(a, b, c), codegen
+    return types.void(c, i0, j0, tile, first), codegen
+
+
+def _rank_one_update(a_transposed: bool):
+    """Intrinsic ``tile + A[i0:i0+MR, p] ⊗ b[p, j0:j0+NR]``, ``MR · vectors`` FMAs.
+
+    ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` for ``a_transposed``. The ``vectors`` vectors
+    of ``b``'s row ``p`` are loaded once; each value of A is broadcast to all lanes and
+    multiply-added with each of them.
+    """
+
+    def typer(typingctx, tile, a, i0, b, j0, p):
+        if not (isinstance(tile, _Tile) and _is_float_matrix(a) and a == b
+                and a.dtype == tile.dtype):
+            return None
+
+        def codegen(context, builder, signature, args):
+            value, a_array, row0, b_array, column0, step = args
+            vector_type = ir.VectorType(context.get_value_type(a.dtype), tile.lanes)
+            b_vectors = [builder.load(pointer, align=a.dtype.bitwidth // 8) for pointer in
+                         _vector_pointers(context, builder, b, b_array, step, column0, 1,
+                                          tile.lanes)]
+            undefined = ir.Constant(vector_type, ir.Undefined)
+            every_lane = ir.Constant(ir.VectorType(ir.IntType(32), tile.lanes), None)
+            for r in range(TILE.rows):
+                i = _plus(builder, row0, r)
+                pointer = _item_pointer(context, builder, a, a_array,
+                                        *((step, i) if a_transposed else (i, step)))
+                first_lane = builder.insert_element(undefined, builder.load(pointer),
+                                                    ir.Constant(ir.IntType(32), 0))
+                a_vector = builder.shuffle_vector(first_lane, undefined, every_lane)
+                for v, b_vector in enumerate(b_vectors):
+                    slot = r * TILE.vectors + v
+                    product = builder.fmul(a_vector, b_vector, flags=("contract",))
+                    total = builder.fadd(product, builder.extract_value(value, slot),
+                                         flags=("contract",))
+                    value = builder.insert_value(value, total, slot)
+            return value
+
+        return tile(tile, a, i0, b, j0, p), codegen
+
+    return intrinsic(typer)
+
+
+_tile_update = _rank_one_update(a_transposed=False)
+_tile_update_t = _rank_one_update(a_transposed=True)
 
 
 @njit(cache=True)
-def _micro_tile(a_panel, b_panel, p0, p1, c, i0, j0, accumulate):
-    """``c[i0:i0+6, j0:j0+NR] (+)= a_panel[p0:p1]ᵀ-outer-b_panel[p0:p1]``.
+def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate, first):
+    """``c[ci+r, cj:cj+NR] (+)= Σ_{p0<=p<p1} A[i0+r, p] · b[p, j0:j0+NR]`` for ``first <= r < MR``.
 
-    ``c[i0+r, j0+j] = Σ_{p0<=p<p1} a_panel[p, r] · b_panel[p, j]``, added to the tile's current
-    values when ``accumulate``. ``cRV`` holds row ``r``, vector ``V`` (columns
-    ``j0 + V·lanes ...``) of the tile, in a register for the whole loop (see module doc).
+    ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` when ``a_transposed``. Starts from the tile's
+    current values when ``accumulate``, else from zero; the tile stays in registers for the
+    whole loop over ``p``. Rows above ``first`` are computed but not stored.
     """
-    lanes = b_panel.shape[1] // 2
-    j1 = j0 + lanes
-    if accumulate:
-        c00, c01 = _vload(c, i0, j0), _vload(c, i0, j1)
-        c10, c11 = _vload(c, i0 + 1, j0), _vload(c, i0 + 1, j1)
-        c20, c21 = _vload(c, i0 + 2, j0), _vload(c, i0 + 2, j1)
-        c30, c31 = _vload(c, i0 + 3, j0), _vload(c, i0 + 3, j1)
-        c40, c41 = _vload(c, i0 + 4, j0), _vload(c, i0 + 4, j1)
-        c50, c51 = _vload(c, i0 + 5, j0), _vload(c, i0 + 5, j1)
+    tile = _tile_load(c, ci, cj) if accumulate else _tile_zero(c)
+    if a_transposed:
+        for p in range(p0, p1):
+            tile = _tile_update_t(tile, a, i0, b, j0, p)
     else:
-        c00 = c01 = c10 = c11 = c20 = c21 = c30 = c31 = c40 = c41 = c50 = c51 = _vzero(c)
-    for p in range(p0, p1):
-        b0 = _vload(b_panel, p, 0)
-        b1 = _vload(b_panel, p, lanes)
-        a0 = _vsplat(a_panel, p, 0)
-        c00, c01 = _vfma(a0, b0, c00), _vfma(a0, b1, c01)
-        a1 = _vsplat(a_panel, p, 1)
-        c10, c11 = _vfma(a1, b0, c10), _vfma(a1, b1, c11)
-        a2 = _vsplat(a_panel, p, 2)
-        c20, c21 = _vfma(a2, b0, c20), _vfma(a2, b1, c21)
-        a3 = _vsplat(a_panel, p, 3)
-        c30, c31 = _vfma(a3, b0, c30), _vfma(a3, b1, c31)
-        a4 = _vsplat(a_panel, p, 4)
-        c40, c41 = _vfma(a4, b0, c40), _vfma(a4, b1, c41)
-        a5 = _vsplat(a_panel, p, 5)
-        c50, c51 = _vfma(a5, b0, c50), _vfma(a5, b1, c51)
-    _vstore(c, i0, j0, c00)
-    _vstore(c, i0, j1, c01)
-    _vstore(c, i0 + 1, j0, c10)
-    _vstore(c, i0 + 1, j1, c11)
-    _vstore(c, i0 + 2, j0, c20)
-    _vstore(c, i0 + 2, j1, c21)
-    _vstore(c, i0 + 3, j0, c30)
-    _vstore(c, i0 + 3, j1, c31)
-    _vstore(c, i0 + 4, j0, c40)
-    _vstore(c, i0 + 4, j1, c41)
-    _vstore(c, i0 + 5, j0, c50)
-    _vstore(c, i0 + 5, j1, c51)
+        for p in range(p0, p1):
+            tile = _tile_update(tile, a, i0, b, j0, p)
+    _tile_store(c, ci, cj, tile, first)
 
 
 @njit(parallel=True, cache=True)
-def _gemm_packed(a_packed, b_packed, a_index, b_index, out, kc):
-    """``out[o] = A[a_index[o]] @ B[b_index[o]]`` from packed panels, parallel over C blocks.
+def _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+          n_blocks):
+    """``out[o] = A[a_index[o]] @ B[b_index[o]]``, in parallel over blocks of C (``M >= MR``).
 
-    Full micro-tiles are computed in place in ``out``; tiles on the bottom/right edge go through
-    an ``(MR, NR)`` scratch tile, of which only the part inside ``out`` is copied.
+    ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
+    place. ``b_data`` holds ``b_panels`` zero-padded panels of width ``NR`` per matrix of B
+    (``(batch_b · N panels, K, NR)``), or the matrices themselves (``b_panels == 1``:
+    ``(batch_b, K, N)``, ``N`` a multiple of ``NR``). Each output matrix is cut into
+    ``m_blocks × n_blocks`` tasks of whole micro-tiles; a task adds the ``kc``-long blocks of
+    ``k`` in order and, within each, sweeps its micro-tile columns once per micro-tile row.
+    The last tile row is moved up to end at row ``M`` and stores only its own rows (those
+    above belong to the tile row before, and are computed again with the same operations);
+    tiles on the right edge go through a scratch tile.
     """
     batch, m, n = out.shape
-    m_panels, k = a_packed.shape[1], a_packed.shape[2]
-    n_panels, nr = b_packed.shape[1], b_packed.shape[3]
-    m_blocks = -(-m_panels // _MC_PANELS)
-    n_blocks = -(-n_panels // _NC_PANELS)
+    k = b_data.shape[1]
+    nr = _TILE_ROW_BYTES // out.itemsize
+    m_panels = -(-m // MR)
+    n_panels = -(-n // nr)
     for task in prange(batch * m_blocks * n_blocks):
         o = task // (m_blocks * n_blocks)
         mb = task // n_blocks % m_blocks
         nb = task % n_blocks
-        a_panels = a_packed[a_index[o]]  # (M panels, K, MR)
-        b_panels = b_packed[b_index[o]]  # (N panels, K, NR)
+        a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
         c = out[o]  # (M, N)
         edge = np.empty((MR, nr), out.dtype)
         for p0 in range(0, k, kc):
             p1 = min(p0 + kc, k)
-            for jp in range(nb * _NC_PANELS, min((nb + 1) * _NC_PANELS, n_panels)):
-                j0 = jp * nr
-                cols = min(nr, n - j0)
-                for ip in range(mb * _MC_PANELS, min((mb + 1) * _MC_PANELS, m_panels)):
-                    i0 = ip * MR
-                    rows = min(MR, m - i0)
-                    if rows == MR and cols == nr:
-                        _micro_tile(a_panels[ip], b_panels[jp], p0, p1, c, i0, j0, p0 > 0)
+            for ip in range(mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks):
+                i0 = min(ip * MR, m - MR)
+                first = ip * MR - i0  # rows of this tile that the tile row above stores
+                for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
+                    if b_panels == 1:
+                        b, j0 = b_data[b_index[o]], jp * nr
                     else:
-                        if p0 > 0:
-                            edge[:rows, :cols] = c[i0:i0 + rows, j0:j0 + cols]
-                        _micro_tile(a_panels[ip], b_panels[jp], p0, p1, edge, 0, 0, p0 > 0)
-                        c[i0:i0 + rows, j0:j0 + cols] = edge[:rows, :cols]
+                        b, j0 = b_data[b_index[o] * b_panels + jp], 0
+                    cj = jp * nr
+                    cols = min(nr, n - cj)
+                    if cols == nr:
+                        _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, i0, cj, p0 > 0,
+                                    first)
+                        continue
+                    if p0 > 0:
+                        edge[first:, :cols] = c[i0 + first:i0 + MR, cj:cj + cols]
+                    _micro_tile(a, a_transposed, i0, b, j0, p0, p1, edge, 0, 0, p0 > 0, first)
+                    c[i0 + first:i0 + MR, cj:cj + cols] = edge[first:, :cols]
 
 
 @njit(cache=True)
