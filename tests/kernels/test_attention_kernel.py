@@ -6,11 +6,10 @@ import numpy as np
 import pytest
 
 from tinyattn.kernels import attention
-from tinyattn.kernels.attention import attention_backward, attention_forward, attention_weights
+from tinyattn.kernels.attention import attention_backward, attention_forward
 from tinyattn.kernels.attention_reference import (
     attention_backward_numpy,
     attention_forward_numpy,
-    attention_weights_numpy,
 )
 from tinyattn.kernels.counter_rng import dropout_keep_mask
 
@@ -127,16 +126,16 @@ def test_dropout_uses_the_counter_rng_mask_of_the_numpy_twin(dtype, is_causal):
     q, k, v, dout = _inputs(2, 2, 70, 90, 6, 5, dtype)
     options = dict(is_causal=is_causal, dropout_p=0.3, seed=2**63 + 5)
     _assert_matches_twin(q, k, v, dout, **options)
-    out, lse = attention_forward(q, k, v, **options)
-    weights = attention_weights(q, k, lse, **options)
-    np.testing.assert_allclose(weights, attention_weights_numpy(q, k, **options),
-                               **TOL[dtype])
-    # dropped weights are exactly the ones the counter RNG drops, kept ones are scaled up
+    out, _ = attention_forward(q, k, v, **options)
+    # the output is the softmax weights times exactly the counter RNG's keep mask / (1 − p)
+    scores = (q @ np.swapaxes(k, -1, -2)).astype(np.float64) / np.sqrt(6)  # (B, H, T, S)
+    if is_causal:
+        scores = np.where(np.tri(70, 90, dtype=bool), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
     keep = dropout_keep_mask(options["seed"], 2, 2, 70, 90, 0.3)
-    assert (weights[~keep] == 0).all()
-    plain = attention_weights(q, k, lse, is_causal=is_causal)
-    np.testing.assert_allclose(weights[keep], plain[keep] / 0.7, rtol=1e-6)
-    np.testing.assert_allclose(weights @ v, out, **TOL[dtype])
+    np.testing.assert_allclose(out, (weights * keep / 0.7) @ v, **TOL[dtype])
+    assert not np.allclose(out, weights @ v, **TOL[dtype])
 
 
 def test_different_seeds_give_different_dropout():
@@ -262,5 +261,3 @@ def test_bad_inputs_raise_before_any_kernel_runs():
         attention_backward(q, k, v, out, lse[..., :4], dout)
     with pytest.raises(ValueError, match=r"attention_backward: dout has shape"):
         attention_backward(q, k, v, out, lse, dout[..., :5])
-    with pytest.raises(ValueError, match=r"attention_weights: lse has shape"):
-        attention_weights(q, k, lse[:1])

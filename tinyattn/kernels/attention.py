@@ -51,7 +51,6 @@ from numba import njit, prange
 from .attention_reference import (  # noqa: F401  (the twins, also reachable from here)
     attention_backward_numpy,
     attention_forward_numpy,
-    attention_weights_numpy,
 )
 from .counter_rng import fold_key, state_to_uniform
 from .softmax import fast_exp
@@ -338,53 +337,6 @@ def _attention_backward_kernel(q, k, v, out, lse, dout, bias, has_bias, is_causa
                            seed, block_q, block_k, dq, dk, dv, bh)
 
 
-@njit(cache=True)
-def _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q, block_k,
-                  weights, bh):
-    """Weights ``p ⊙ z`` of head ``bh``."""
-    n_batch, n_heads, n_queries, d_head = q.shape
-    n_keys = k.shape[2]
-    dtype = q.dtype.type
-    scale_t = dtype(scale)
-    keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    b = bh // n_heads
-    h = bh % n_heads
-    head_state = fold_key(fold_key(seed, b), h)
-    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-    _transpose_into(q_t, q[b, h])
-    st = np.empty((block_k, block_q), q.dtype)  # (keys, queries)
-    for i0 in range(0, n_queries, block_q):
-        nq = min(block_q, n_queries - i0)
-        for j0 in range(0, n_keys, block_k):
-            nk = min(block_k, n_keys - j0)
-            _scores_block(st, 0, q_t, k[b, h], bias, has_bias, is_causal, scale_t, b, h,
-                          i0, nq, j0, nk)
-            for jj in range(nk):
-                for ii in range(nq):
-                    lse_i = lse[b, h, i0 + ii]
-                    st[jj, ii] = fast_exp(st[jj, ii] - lse_i) if lse_i > -np.inf else 0.0
-            if dropout_p > 0.0:
-                _apply_dropout_block(st, 0, head_state, dropout_p, keep_scale, i0, nq, j0,
-                                     nk)
-            for ii in range(nq):
-                for jj in range(nk):
-                    weights[b, h, i0 + ii, j0 + jj] = st[jj, ii]
-
-
-@njit(cache=True, parallel=True)
-def _attention_weights_kernel(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed,
-                              block_q, block_k, weights, parallel):
-    n_heads_total = q.shape[0] * q.shape[1]
-    if parallel:
-        for bh in prange(n_heads_total):
-            _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
-                          block_k, weights, bh)
-    else:
-        for bh in range(n_heads_total):
-            _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
-                          block_k, weights, bh)
-
-
 def _parallel(q: np.ndarray, k: np.ndarray, d_value: int) -> bool:
     """Whether to spread the heads over threads: several heads and enough multiply-adds."""
     B, H, T, D = q.shape
@@ -401,10 +353,7 @@ def _check_float_array(name: str, label: str, x: np.ndarray, ndim: int) -> None:
 
 
 def _prepare_inputs(name, q, k, v, bias, scale, dropout_p, seed):
-    """Validate shapes, dtypes and options; return contiguous arrays and kernel arguments.
-
-    ``v`` may be None (for :func:`attention_weights`); it is then returned as None.
-    """
+    """Validate shapes, dtypes and options; return contiguous arrays and kernel arguments."""
     _check_float_array(name, "q", q, 4)
     _check_float_array(name, "k", k, 4)
     if v is not None:
@@ -534,34 +483,3 @@ def attention_backward(
                                scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K, dq, dk, dv,
                                _parallel(q, k, v.shape[3]))
     return dq, dk, dv
-
-
-def attention_weights(
-    q: np.ndarray,
-    k: np.ndarray,
-    lse: np.ndarray,
-    bias: np.ndarray | None = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    seed: int = 0,
-) -> np.ndarray:
-    """Materialise the attention weights ``p ⊙ z`` ``(B, H, T, S)`` of a fused forward call.
-
-    ``lse`` is the one :func:`attention_forward` returned. As in ``torch.nn.MultiheadAttention``
-    the weights are those the output was computed with, i.e. after dropout.
-    """
-    name = "attention_weights"
-    (q, k, _), (bias_arr, has_bias, scale, dropout_p, seed) = _prepare_inputs(
-        name, q, k, None, bias, scale, dropout_p, seed
-    )
-    B, H, T, _ = q.shape
-    _check_float_array(name, "lse", lse, 3)
-    if lse.shape != (B, H, T) or lse.dtype != q.dtype:
-        raise ValueError(f"{name}: lse has shape {lse.shape} and dtype {lse.dtype}; "
-                         f"expected {(B, H, T)} and {q.dtype}")
-    weights = np.empty((B, H, T, k.shape[2]), q.dtype)
-    _attention_weights_kernel(q, k, np.ascontiguousarray(lse), bias_arr, has_bias,
-                              bool(is_causal), scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K,
-                              weights, _parallel(q, k, 0))
-    return weights

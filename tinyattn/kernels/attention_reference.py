@@ -40,13 +40,6 @@ def _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed):
     return p, z, lse
 
 
-def attention_weights_numpy(q, k, bias=None, is_causal=False, scale=None, dropout_p=0.0,
-                            seed=0) -> np.ndarray:
-    """Plain-numpy twin of :func:`attention_weights` (needs no ``lse``)."""
-    p, z, _ = _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed)
-    return p * z
-
-
 def attention_forward_numpy(q, k, v, bias=None, is_causal=False, scale=None, dropout_p=0.0,
                             seed=0) -> tuple[np.ndarray, np.ndarray]:
     """Plain-numpy twin of :func:`attention_forward`, materialising the ``(B, H, T, S)`` weights."""
