@@ -56,3 +56,25 @@ def test_empty_sum_gives_zeros_or_leaves_the_tile():
     assert (c == 7.0).all()
     tile_product(a, 0, b, 0, c, 0, 0, 2, 2, False)
     assert (c == 0.0).all()
+
+
+def test_prefer_full_width_sets_the_vector_width_of_the_calling_function():
+    from numba import config, njit
+
+    from tinyattn.kernels.simd import prefer_full_width
+
+    if config.DISABLE_JIT:
+        pytest.skip("nothing is compiled")
+
+    @njit
+    def double(x):
+        prefer_full_width()
+        for i in range(x.size):
+            x[i] *= 2.0
+
+    x = np.arange(5.0)
+    double(x)
+    assert (x == 2 * np.arange(5.0)).all()
+    llvm_ir = next(iter(double.inspect_llvm().values()))
+    width = 8 * vector_unit().vector_bytes
+    assert f'"prefer-vector-width"="{width}"' in llvm_ir

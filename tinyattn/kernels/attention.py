@@ -69,7 +69,7 @@ from .attention_reference import (  # noqa: F401  (the twins, also reachable fro
 )
 from .counter_rng import fold_key, state_to_uniform
 from .parallel import kernel_section
-from .simd import TILE_ROWS, tile_columns, tile_product
+from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 from .softmax import fast_exp
 
 # Queries per block (the contiguous, vectorised axis; a whole number of tiles) and keys per
@@ -203,6 +203,7 @@ def _dropout_factors(st, c0, c1, head_state, dropout_p, keep_scale, i0, j0, nk, 
 def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
                    block_q, block_k, tile_cols, out, lse, task):
     """Forward of one (batch, query head, query block) task into ``out`` and ``lse``."""
+    prefer_full_width()
     n_batch, n_heads, n_queries, d_head = q.shape
     n_kv_heads, n_keys = k.shape[1], k.shape[2]
     d_value = v.shape[3]
@@ -307,6 +308,7 @@ def _attention_forward_kernel(q, k, v, bias, has_bias, band_lo, band_hi, scale, 
 def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
                       dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task):
     """Backward of one (batch, key/value head) task: ``dq`` of its query heads, its ``dk, dv``."""
+    prefer_full_width()
     n_batch, n_heads, n_queries, d_head = q.shape
     n_kv_heads, n_keys = k.shape[1], k.shape[2]
     d_value = v.shape[3]
