@@ -13,7 +13,8 @@ float array with 4 dimensions each equal to 1 (broadcast) or to ``B, H, T, S``. 
 Masks. Query ``i`` may see key ``j`` only inside a band of offsets ``i − j``: causal keeps
 ``j <= i``; a sliding window of size ``w`` keeps ``i − w < j <= i`` with ``is_causal`` and
 ``|i − j| < w`` without. Key blocks that lie entirely outside the band are never visited, so
-the work grows with ``T·w``, not ``T·S``.
+the work grows with ``T·w``, not ``T·S``. A row whose band holds no key (a window past the
+last key, or a bias of −inf over the band) is fully masked (below).
 
 Forward (online softmax). Keys are visited block by block; each query keeps a running max
 ``m``, a running sum ``l = Σ e^(s−m)`` and an accumulator ``acc = Σ e^(s−m) z v``. A new block
@@ -44,16 +45,21 @@ Layout. Inside a head, blocks are held transposed (keys × queries): the queries
 contiguous axis, so the running max/sum, the exponentials and the masks are elementwise loops
 that vectorise without reassociating a sum, and every block product reads keys and values as
 broadcast scalars, straight from ``k`` and ``v`` (never copied, never repeated per query head).
-The six block products per key block (``sᵀ = k qᵀ`` and ``accᵀ += vᵀ pᵀ`` forward;
-``sᵀ``, ``dpᵀ = v gᵀ``, ``dv += pᵀ g``, ``dk += dsᵀ q`` and ``dqᵀ += kᵀ dsᵀ`` backward) run
-on the register-blocked tile of :mod:`.simd`, whose size follows the CPU's vector unit.
+Only ``q`` (times ``scale``) and ``g`` are transposed, once per head (per query block in the
+forward). The block products — ``sᵀ = k qᵀ`` and ``accᵀ += vᵀ pᵀ`` forward; ``sᵀ``,
+``dpᵀ = v gᵀ``, ``dv += pᵀ g``, ``dk += dsᵀ q`` and ``dqᵀ += kᵀ dsᵀ`` backward — run on the
+register-blocked tile of :mod:`.simd`, whose size follows the CPU's vector unit; tiles that
+meet no (query, key) pair of the band are skipped and sums stop at the band's edge, so a
+causal or windowed mask costs only the work inside it (to the tile's granularity).
 
 Parallelism. The forward runs ``prange`` over (batch, query head, query block) tasks, the
 backward over (batch, key/value head) tasks, each of which loops over its group's query heads
 in order and adds their ``dk``, ``dv`` in that order; a task also computes the ``dq`` of its
 query heads whole. No two tasks write the same output, so results are bitwise identical run
-to run and for any thread count. Below ``_PARALLEL_MIN_WORK`` multiply-adds the tasks run
-serially: waking the thread pool then costs more than the work.
+to run and for any thread count. The backward has only ``B·Hkv`` tasks: with fewer than there
+are threads (one sequence with multi-query attention), some threads idle. Below
+``_PARALLEL_MIN_WORK`` multiply-adds the tasks run serially: waking the thread pool then
+costs more than the work.
 """
 
 from __future__ import annotations
@@ -453,6 +459,7 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
     assert 0 <= int(seed) < 2**64, f"{name}: seed must be in [0, 2**64), got {seed}"
     assert window_size is None or window_size >= 1, \
         f"{name}: window_size must be None or >= 1, got {window_size}"
+    assert _BLOCK_Q % tile_columns(q.dtype) == 0 and _BLOCK_K % TILE_ROWS == 0
     band_lo, band_hi = _band(bool(is_causal), window_size, T, S)
     arrays = tuple(np.ascontiguousarray(x) for x in (q, k, v))
     options = (bias, has_bias, band_lo, band_hi, float(scale), float(dropout_p), np.uint64(seed),
