@@ -98,6 +98,17 @@ def test_forward_and_backward_match_numpy_twin(case, dtype):
     _assert_matches_twin(q, k, v, dout, is_causal=is_causal, window_size=window)
 
 
+@pytest.mark.parametrize("sizes", [(0, 2, 1, 5, 4, 3, 3), (1, 2, 1, 0, 5, 3, 3),
+                                   (1, 2, 1, 5, 0, 3, 3), (1, 2, 2, 5, 4, 0, 3),
+                                   (1, 2, 2, 5, 4, 3, 0)])
+def test_empty_sizes_match_the_twin(sizes):
+    B, H, Hkv, T, S, D, Dv = sizes
+    q, k, v, dout = _inputs(B, H, T, S, D, Dv, np.float64, Hkv=Hkv)
+    out, lse, *_ = _assert_matches_twin(q, k, v, dout, is_causal=True, window_size=2)
+    if S == 0:  # no key at all: every row is fully masked
+        assert (out == 0).all() and np.isneginf(lse).all()
+
+
 @pytest.mark.parametrize("Hkv", [1, 2, 6])
 def test_grouped_twin_is_the_plain_twin_on_repeated_heads_with_summed_grads(Hkv):
     q, k, v, dout = _inputs(2, 6, 11, 13, 4, 3, np.float64, Hkv=Hkv)

@@ -70,6 +70,7 @@ def attention_backward_numpy(q, k, v, out, lse, dout, bias=None, is_causal=False
     The gradients of the repeated key/value heads are summed back onto ``k`` and ``v``.
     """
     B, Hkv, S = k.shape[:3]
+    group = q.shape[1] // Hkv
     k, v = _repeat_heads(k, q.shape[1]), _repeat_heads(v, q.shape[1])  # (B, H, S, D|Dv)
     p, z, _ = _weights_numpy(q, k, bias, is_causal, scale, dropout_p, seed, window_size)
     dv = np.swapaxes(p * z, -1, -2) @ dout  # (B, H, S, Dv)
@@ -77,5 +78,7 @@ def attention_backward_numpy(q, k, v, out, lse, dout, bias=None, is_causal=False
     ds = p * (dp - (p * dp).sum(axis=-1, keepdims=True))
     dk = _scale(q, scale) * (np.swapaxes(ds, -1, -2) @ q)  # (B, H, S, D)
     dq = _scale(q, scale) * (ds @ k)
-    return dq, dk.reshape(B, Hkv, -1, S, dk.shape[-1]).sum(axis=2), \
-        dv.reshape(B, Hkv, -1, S, dv.shape[-1]).sum(axis=2)
+    # the gradient of a repeated key/value head is the sum over its group of query heads
+    dk = dk.reshape(B, Hkv, group, S, dk.shape[-1]).sum(axis=2)  # (B, Hkv, S, D)
+    dv = dv.reshape(B, Hkv, group, S, dv.shape[-1]).sum(axis=2)  # (B, Hkv, S, Dv)
+    return dq, dk, dv
