@@ -132,18 +132,21 @@ def _smoke_adamw(draw):
 def _smoke_attention(draw):
     from tinyattn.kernels import attention as at
 
-    q, k, v, dout = draw(1, 2, 5, 3), draw(1, 2, 7, 3), draw(1, 2, 7, 2), draw(1, 2, 5, 2)
+    # four query heads on two key/value heads; then several query and key blocks, one kv head
+    small = draw(1, 4, 5, 3), draw(1, 2, 7, 3), draw(1, 2, 7, 2), draw(1, 4, 5, 2)
+    blocks = draw(1, 2, 130, 3), draw(1, 1, 70, 3), draw(1, 1, 70, 2), draw(1, 2, 130, 2)
     blocked = draw(1, 1, 5, 7) < -0.8
-    mask_bias = np.where(blocked, -np.inf, 0.0).astype(q.dtype)  # (1, 1, T, S)
-    for bias, causal, p_drop in ((None, True, 0.0), (mask_bias, False, 0.3)):
-        args = (bias, causal, None, p_drop, 7)
+    mask_bias = np.where(blocked, -np.inf, 0.0).astype(small[0].dtype)  # (1, 1, T, S)
+    for (q, k, v, dout), bias, causal, p_drop, window in (
+        (small, None, True, 0.0, None), (small, mask_bias, False, 0.3, 2),
+        (blocks, None, True, 0.3, 40), (blocks, None, False, 0.0, None),
+    ):
+        args = (bias, causal, None, p_drop, 7, window)
         out, lse = at.attention_forward(q, k, v, *args)
         _close(out, at.attention_forward_numpy(q, k, v, *args)[0], "attention_forward")
         for got, want in zip(at.attention_backward(q, k, v, out, lse, dout, *args),
                              at.attention_backward_numpy(q, k, v, out, lse, dout, *args)):
             _close(got, want, "attention_backward")
-        _close(at.attention_weights(q, k, lse, *args), at.attention_weights_numpy(q, k, *args),
-               "attention_weights")
 
 
 def _smoke_counter_rng(draw):

@@ -1,27 +1,34 @@
-"""Fused attention kernels against their numpy twins, finite differences and PyTorch."""
+"""Fused attention kernels against their numpy twins, finite differences and PyTorch.
 
+The twins are themselves checked against independent formulas: the grouped-query twin against
+the plain twin on explicitly repeated keys and values, the window twin against the plain twin
+with the band given as a −inf bias.
+"""
 
-import numba
 import numpy as np
 import pytest
+from kernel_helpers import numba_threads
 
 from tinyattn.kernels import attention
-from tinyattn.kernels.attention import attention_backward, attention_forward, attention_weights
+from tinyattn.kernels.attention import attention_backward, attention_forward
 from tinyattn.kernels.attention_reference import (
     attention_backward_numpy,
     attention_forward_numpy,
-    attention_weights_numpy,
 )
 from tinyattn.kernels.counter_rng import dropout_keep_mask
+from tinyattn.kernels.simd import TILE_ROWS, tile_columns
 
 TOL = {np.float32: dict(rtol=2e-4, atol=2e-5), np.float64: dict(rtol=1e-10, atol=1e-10)}
 BQ, BK = attention._BLOCK_Q, attention._BLOCK_K
 
 
-def _inputs(B, H, T, S, D, Dv, dtype, seed=0):
+def _inputs(B, H, T, S, D, Dv, dtype, seed=0, Hkv=None):
+    """Random ``q (B, H, T, D)``, ``k (B, Hkv, S, D)``, ``v (B, Hkv, S, Dv)``, ``dout``."""
+    Hkv = H if Hkv is None else Hkv
     rng = np.random.default_rng(seed)
-    q, k = (rng.standard_normal((B, H, n, D)).astype(dtype) for n in (T, S))
-    v = rng.standard_normal((B, H, S, Dv)).astype(dtype)
+    q = rng.standard_normal((B, H, T, D)).astype(dtype)
+    k = rng.standard_normal((B, Hkv, S, D)).astype(dtype)
+    v = rng.standard_normal((B, Hkv, S, Dv)).astype(dtype)
     dout = rng.standard_normal((B, H, T, Dv)).astype(dtype)
     return q, k, v, dout
 
@@ -36,32 +43,145 @@ def _twin(q, k, v, dout, **options):
     return (out, lse, *attention_backward_numpy(q, k, v, out, lse, dout, **options))
 
 
+def _assert_close(ours, theirs, dtype):
+    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), ours, theirs, strict=True):
+        assert a.shape == b.shape and a.dtype == b.dtype, name
+        np.testing.assert_allclose(a, b, err_msg=name, **TOL[dtype])
+
+
 def _assert_matches_twin(q, k, v, dout, **options):
-    ours, twins = _fused(q, k, v, dout, **options), _twin(q, k, v, dout, **options)
-    for name, a, b in zip(("out", "lse", "dq", "dk", "dv"), ours, twins, strict=True):
-        assert a.shape == b.shape and a.dtype == q.dtype, name
-        np.testing.assert_allclose(a, b, err_msg=name, **TOL[q.dtype.type])
+    ours = _fused(q, k, v, dout, **options)
+    _assert_close(ours, _twin(q, k, v, dout, **options), q.dtype.type)
+    assert all(x.dtype == q.dtype for x in ours)
     return ours
 
 
-CASES = {  # name: (B, H, T, S, D, Dv, is_causal)
-    "no_mask": (2, 3, 17, 17, 8, 8, False),
-    "causal_square": (2, 2, 65, 65, 16, 16, True),
-    "causal_fewer_queries": (1, 2, 3, 17, 5, 5, True),
-    "causal_more_queries": (1, 2, 130, 70, 8, 8, True),
-    "sizes_one": (1, 1, 1, 1, 1, 1, True),
-    "dv_differs_from_d": (2, 1, 17, 33, 65, 3, False),
-    "block_edges_minus_one": (1, 2, BQ - 1, BK - 1, 4, 4, True),
-    "block_edges_plus_one": (1, 1, BQ + 1, BK + 1, 3, 5, True),
-    "several_blocks_noncausal": (1, 1, BQ + 3, 2 * BK + 1, 7, 6, False),
+def _band_bias(T, S, window, is_causal, dtype):
+    """The mask of a (causal) sliding window as a −inf bias ``(1, 1, T, S)``."""
+    offset = np.arange(T)[:, None] - np.arange(S)[None, :]  # i − j
+    allowed = np.abs(offset) < window
+    if is_causal:
+        allowed &= offset >= 0
+    return np.where(allowed, 0.0, -np.inf).astype(dtype)[None, None]
+
+
+TC = tile_columns(np.float32)
+CASES = {  # name: (B, H, Hkv, T, S, D, Dv, is_causal, window_size)
+    "no_mask": (2, 3, 3, 17, 17, 8, 8, False, None),
+    "causal_square": (2, 2, 2, 65, 65, 16, 16, True, None),
+    "causal_fewer_queries": (1, 2, 2, 3, 17, 5, 5, True, None),
+    "causal_more_queries": (1, 2, 2, 130, 70, 8, 8, True, None),
+    "sizes_one": (1, 1, 1, 1, 1, 1, 1, True, None),
+    "dv_differs_from_d": (2, 1, 1, 17, 33, 65, 3, False, None),
+    "block_edges_minus_one": (1, 2, 2, BQ - 1, BK - 1, 4, 4, True, None),
+    "block_edges_plus_one": (1, 1, 1, BQ + 1, BK + 1, 3, 5, True, None),
+    "several_blocks_noncausal": (1, 1, 1, BQ + 3, 2 * BK + 1, 7, 6, False, None),
+    "tile_edges": (1, 2, 2, TC + 1, TILE_ROWS + 1, TC + 1, TC - 1, True, None),
+    "multi_query": (2, 4, 1, 37, 41, 8, 6, True, None),
+    "grouped_query": (2, 6, 2, 70, 70, 9, 7, False, None),
+    "grouped_query_long": (1, 4, 2, BQ + 40, BQ + 40, 16, 16, True, None),
+    "window_one": (1, 2, 2, 40, 40, 8, 8, True, 1),
+    "window_one_noncausal": (1, 2, 2, 40, 33, 8, 8, False, 1),
+    "window_small": (2, 2, 1, 2 * BQ + 7, 2 * BQ + 7, 8, 5, True, 5),
+    "window_small_noncausal": (1, 4, 2, 2 * BQ + 7, BQ + 3, 6, 8, False, 9),
+    "window_across_blocks": (1, 2, 2, 3 * BK + 5, 3 * BK + 5, 8, 8, True, BK + 3),
+    "window_at_least_t": (1, 2, 2, 50, 60, 8, 8, True, 60),
+    "window_at_least_t_noncausal": (1, 2, 1, 50, 60, 8, 8, False, 200),
 }
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_forward_and_backward_match_numpy_twin(case, dtype):
-    B, H, T, S, D, Dv, is_causal = CASES[case]
-    _assert_matches_twin(*_inputs(B, H, T, S, D, Dv, dtype), is_causal=is_causal)
+    B, H, Hkv, T, S, D, Dv, is_causal, window = CASES[case]
+    q, k, v, dout = _inputs(B, H, T, S, D, Dv, dtype, Hkv=Hkv)
+    _assert_matches_twin(q, k, v, dout, is_causal=is_causal, window_size=window)
+
+
+@pytest.mark.parametrize("sizes", [(0, 2, 1, 5, 4, 3, 3), (1, 2, 1, 0, 5, 3, 3),
+                                   (1, 2, 1, 5, 0, 3, 3), (1, 2, 2, 5, 4, 0, 3),
+                                   (1, 2, 2, 5, 4, 3, 0)])
+def test_empty_sizes_match_the_twin(sizes):
+    B, H, Hkv, T, S, D, Dv = sizes
+    q, k, v, dout = _inputs(B, H, T, S, D, Dv, np.float64, Hkv=Hkv)
+    out, lse, *_ = _assert_matches_twin(q, k, v, dout, is_causal=True, window_size=2)
+    if S == 0:  # no key at all: every row is fully masked
+        assert (out == 0).all() and np.isneginf(lse).all()
+
+
+@pytest.mark.parametrize("Hkv", [1, 2, 6])
+def test_grouped_twin_is_the_plain_twin_on_repeated_heads_with_summed_grads(Hkv):
+    q, k, v, dout = _inputs(2, 6, 11, 13, 4, 3, np.float64, Hkv=Hkv)
+    options = dict(is_causal=True, dropout_p=0.3, seed=17)
+    k_rep, v_rep = (np.repeat(x, 6 // Hkv, axis=1) for x in (k, v))  # (B, H, S, D|Dv)
+    out, lse, dq, dk, dv = _twin(q, k, v, dout, **options)
+    plain = _twin(q, k_rep, v_rep, dout, **options)
+    np.testing.assert_allclose(out, plain[0], rtol=1e-12)
+    np.testing.assert_allclose(dq, plain[2], rtol=1e-12)
+    for grad, plain_grad in ((dk, plain[3]), (dv, plain[4])):
+        summed = plain_grad.reshape(2, Hkv, 6 // Hkv, *plain_grad.shape[2:]).sum(axis=2)
+        np.testing.assert_allclose(grad, summed, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+@pytest.mark.parametrize("window", [1, 4, 30])
+def test_window_twin_is_the_plain_twin_with_the_band_as_bias(window, is_causal):
+    q, k, v, dout = _inputs(1, 2, 21, 17, 4, 3, np.float64)
+    bias = _band_bias(21, 17, window, is_causal, np.float64)
+    windowed = _twin(q, k, v, dout, is_causal=is_causal, window_size=window)
+    banded = _twin(q, k, v, dout, bias=bias)
+    _assert_close(windowed, banded, np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_grouped_heads_read_the_same_keys_as_repeated_heads_in_the_kernel(dtype):
+    """GQA is repeated K/V: the outputs agree bitwise, dk/dv are the sums over each group."""
+    q, k, v, dout = _inputs(2, 4, 45, 45, 8, 8, dtype, Hkv=2)
+    options = dict(is_causal=True, window_size=12, dropout_p=0.25, seed=3)
+    k_rep, v_rep = (np.repeat(x, 2, axis=1) for x in (k, v))
+    grouped = _fused(q, k, v, dout, **options)
+    repeated = _fused(q, k_rep, v_rep, dout, **options)
+    for a, b in zip(grouped[:3], repeated[:3], strict=True):
+        np.testing.assert_array_equal(a, b)
+    for grad, per_head in zip(grouped[3:], repeated[3:], strict=True):
+        np.testing.assert_allclose(grad, per_head.reshape(2, 2, 2, 45, 8).sum(axis=2),
+                                   **TOL[dtype])
+
+
+def test_window_covering_every_key_is_no_window():
+    q, k, v, dout = _inputs(2, 2, 70, 50, 8, 8, np.float32)
+    for is_causal in (False, True):
+        plain = _fused(q, k, v, dout, is_causal=is_causal)
+        wide = _fused(q, k, v, dout, is_causal=is_causal, window_size=120)
+        for a, b in zip(plain, wide, strict=True):
+            np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_keys_far_outside_the_window_are_never_read(is_causal):
+    """NaN keys and values far outside a query's window leave its results untouched (0 · NaN
+    would be NaN had their blocks been visited)."""
+    q, k, v, dout = _inputs(1, 2, 600, 600, 8, 8, np.float64)
+    window, poisoned = 10, slice(300, 320)
+    k_nan, v_nan = k.copy(), v.copy()
+    k_nan[:, :, poisoned] = np.nan
+    v_nan[:, :, poisoned] = np.nan
+    options = dict(is_causal=is_causal, window_size=window)
+    clean = _fused(q, k, v, dout, **options)
+    out, lse, dq, dk, dv = _fused(q, k_nan, v_nan, dout, **options)
+    far = np.r_[: 300 - 2 * BK - window, 320 + 2 * BK + window : 600]  # queries and keys
+    for ours, theirs in ((out, clean[0]), (lse, clean[1]), (dq, clean[2])):
+        np.testing.assert_array_equal(ours[:, :, far], theirs[:, :, far])
+    for ours, theirs in ((dk, clean[3]), (dv, clean[4])):
+        np.testing.assert_array_equal(ours[:, :, far], theirs[:, :, far])
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_window_causal_grouped_dropout_and_bias_together(dtype):
+    q, k, v, dout = _inputs(2, 6, BQ + 19, BQ + 5, 12, 10, dtype, seed=4, Hkv=3)
+    bias = np.random.default_rng(5).standard_normal((2, 6, 1, BQ + 5)).astype(dtype)
+    _assert_matches_twin(q, k, v, dout, bias=bias, is_causal=True, window_size=23,
+                         dropout_p=0.2, seed=99)
 
 
 def test_explicit_scale_is_used():
@@ -86,10 +206,11 @@ def test_boolean_mask_converted_to_bias(dtype):
     np.testing.assert_array_equal(changed[0, 0][blocked], out[0, 0][blocked])
 
 
-@pytest.mark.parametrize("bias_shape", [(2, 3, 13, 21), (1, 1, 13, 21), (2, 1, 1, 21),
-                                        (1, 3, 13, 1)])
-def test_float_bias_and_its_broadcast_shapes(bias_shape):
-    q, k, v, dout = _inputs(2, 3, 13, 21, 5, 4, np.float64)
+@pytest.mark.parametrize("bias_shape", [(2, 4, 13, 21), (1, 1, 13, 21), (2, 1, 1, 21),
+                                        (1, 4, 13, 1)])
+@pytest.mark.parametrize("Hkv", [1, 4])
+def test_float_bias_and_its_broadcast_shapes(bias_shape, Hkv):
+    q, k, v, dout = _inputs(2, 4, 13, 21, 5, 4, np.float64, Hkv=Hkv)
     bias = np.random.default_rng(4).standard_normal(bias_shape)
     _assert_matches_twin(q, k, v, dout, bias=bias, is_causal=True)
 
@@ -121,22 +242,68 @@ def test_fully_masked_rows_give_zero_output_and_finite_gradients(dropout_p):
     assert (dk[1] == 0).all() and (dv[1] == 0).all()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_nan_score_makes_its_row_nan_not_zero(dtype):
+    """NaN is not a mask: the rows that meet a NaN key are NaN (as numpy's twin and PyTorch
+    give), the rows that do not (causal: queries before the key) stay finite."""
+    q, k, v, dout = _inputs(1, 2, 6, 6, 4, 4, dtype)
+    k[0, 1, 2, 0] = np.nan  # key 2 of head 1
+    out, lse = attention_forward(q, k, v, is_causal=True)
+    ref_out, ref_lse = attention_forward_numpy(q, k, v, is_causal=True)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref_out))
+    np.testing.assert_array_equal(np.isnan(lse), np.isnan(ref_lse))
+    assert np.isnan(out[0, 1, 2:]).all() and np.isnan(lse[0, 1, 2:]).all()
+    assert np.isfinite(out[0, 1, :2]).all() and np.isfinite(out[0, 0]).all()
+    dq, _, _ = attention_backward(q, k, v, out, lse, dout, is_causal=True)
+    assert np.isnan(dq[0, 1, 2:]).all() and np.isfinite(dq[0, 0]).all()
+
+
+@pytest.mark.parametrize("is_causal", [False, True])
+def test_rows_with_an_empty_window_give_zero_output_and_gradients(is_causal):
+    """With T > S, query i >= S + w − 1 has no key in its window; a −inf bias on the band
+    empties a row too."""
+    q, k, v, dout = _inputs(1, 4, 30, 12, 4, 4, np.float64, Hkv=2)
+    empty = np.arange(30) >= 12 + 3 - 1  # past the last key by a whole window
+    bias = None
+    if not is_causal:
+        bias = np.zeros((1, 1, 30, 12))
+        bias[0, 0, 4] = -np.inf
+        empty[4] = True
+    out, lse, dq, dk, dv = _assert_matches_twin(q, k, v, dout, bias=bias, is_causal=is_causal,
+                                                window_size=3, dropout_p=0.3, seed=2)
+    assert empty.any() and (out[:, :, empty] == 0).all() and np.isneginf(lse[:, :, empty]).all()
+    assert (dq[:, :, empty] == 0).all()
+    assert all(np.isfinite(x).all() for x in (out, dq, dk, dv))
+
+
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("is_causal", [False, True])
 def test_dropout_uses_the_counter_rng_mask_of_the_numpy_twin(dtype, is_causal):
     q, k, v, dout = _inputs(2, 2, 70, 90, 6, 5, dtype)
     options = dict(is_causal=is_causal, dropout_p=0.3, seed=2**63 + 5)
     _assert_matches_twin(q, k, v, dout, **options)
-    out, lse = attention_forward(q, k, v, **options)
-    weights = attention_weights(q, k, lse, **options)
-    np.testing.assert_allclose(weights, attention_weights_numpy(q, k, **options),
-                               **TOL[dtype])
-    # dropped weights are exactly the ones the counter RNG drops, kept ones are scaled up
+    out, _ = attention_forward(q, k, v, **options)
+    # the output is the softmax weights times exactly the counter RNG's keep mask / (1 − p)
+    scores = (q @ np.swapaxes(k, -1, -2)).astype(np.float64) / np.sqrt(6)  # (B, H, T, S)
+    if is_causal:
+        scores = np.where(np.tri(70, 90, dtype=bool), scores, -np.inf)
+    weights = np.exp(scores - scores.max(axis=-1, keepdims=True))
+    weights /= weights.sum(axis=-1, keepdims=True)
     keep = dropout_keep_mask(options["seed"], 2, 2, 70, 90, 0.3)
-    assert (weights[~keep] == 0).all()
-    plain = attention_weights(q, k, lse, is_causal=is_causal)
-    np.testing.assert_allclose(weights[keep], plain[keep] / 0.7, rtol=1e-6)
-    np.testing.assert_allclose(weights @ v, out, **TOL[dtype])
+    np.testing.assert_allclose(out, (weights * keep / 0.7) @ v, **TOL[dtype])
+    assert not np.allclose(out, weights @ v, **TOL[dtype])
+
+
+def test_grouped_dropout_is_keyed_by_the_query_head():
+    """Two query heads sharing a key/value head drop different weights: the keep mask of query
+    head h is the counter RNG's (seed, b, h, i, j)."""
+    q, k, v, _ = _inputs(1, 2, 30, 30, 4, 4, np.float64, Hkv=1)
+    q[:, 1] = q[:, 0]  # identical heads: only the dropout mask can tell them apart
+    out, _ = attention_forward(q, k, v, dropout_p=0.5, seed=8)
+    assert not np.allclose(out[:, 0], out[:, 1])
+    plain = attention_forward_numpy(q, np.repeat(k, 2, axis=1), np.repeat(v, 2, axis=1),
+                                    dropout_p=0.5, seed=8)[0]
+    np.testing.assert_allclose(out, plain, rtol=1e-12)
 
 
 def test_different_seeds_give_different_dropout():
@@ -152,11 +319,13 @@ def test_dropout_of_one_drops_everything():
     assert (out == 0).all() and (dq == 0).all() and (dk == 0).all() and (dv == 0).all()
 
 
-def test_backward_matches_central_differences_with_dropout_bias_and_causal_mask():
+@pytest.mark.parametrize("Hkv, window", [(2, None), (1, 3), (2, 4)])
+def test_backward_matches_central_differences(Hkv, window):
+    """Dropout, a bias, the causal mask, grouped heads and a window, in float64."""
     rng = np.random.default_rng(5)
-    q, k, v, dout = _inputs(1, 2, 6, 7, 3, 4, np.float64, seed=6)
+    q, k, v, dout = _inputs(1, 4, 6, 7, 3, 4, np.float64, seed=6, Hkv=Hkv)
     bias = rng.standard_normal((1, 1, 6, 7))
-    options = dict(bias=bias, is_causal=True, dropout_p=0.35, seed=123)
+    options = dict(bias=bias, is_causal=True, dropout_p=0.35, seed=123, window_size=window)
     out, lse = attention_forward(q, k, v, **options)
     grads = attention_backward(q, k, v, out, lse, dout, **options)
 
@@ -174,13 +343,15 @@ def test_backward_matches_central_differences_with_dropout_bias_and_causal_mask(
         assert np.isclose(np.sum(grad * direction), numeric, rtol=1e-6, atol=1e-8), index
 
 
-@pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask"])
+@pytest.mark.parametrize("case", ["causal", "bool_mask", "float_mask", "grouped", "window"])
 def test_matches_torch_scaled_dot_product_attention_in_float64(case):
     torch = pytest.importorskip("torch")
-    q, k, v, dout = _inputs(2, 3, 21, 21 if case == "causal" else 30, 8, 5, np.float64)
+    Hkv = 1 if case == "grouped" else 3
+    q, k, v, dout = _inputs(2, 3, 21, 30 if "mask" in case else 21, 8, 5, np.float64, Hkv=Hkv)
     rng = np.random.default_rng(7)
     mask = None
     bias = None
+    window = None
     if case == "bool_mask":
         mask = rng.random((2, 1, 21, 30)) < 0.7
         mask[..., 0] = True
@@ -188,12 +359,17 @@ def test_matches_torch_scaled_dot_product_attention_in_float64(case):
     elif case == "float_mask":
         mask = rng.standard_normal((1, 3, 21, 30))
         bias = mask
-    is_causal = case == "causal"
-    out, lse, dq, dk, dv = _fused(q, k, v, dout, bias=bias, is_causal=is_causal)
+    elif case == "window":  # torch has no window argument: the band as a boolean mask
+        window = 4
+        mask = np.isfinite(_band_bias(21, 21, window, True, np.float64))
+    is_causal = case in ("causal", "grouped", "window")
+    out, lse, dq, dk, dv = _fused(q, k, v, dout, bias=bias, is_causal=is_causal,
+                                  window_size=window)
     tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
     t_mask = None if mask is None else torch.tensor(mask)
-    t_out = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=t_mask,
-                                                             is_causal=is_causal)
+    t_out = torch.nn.functional.scaled_dot_product_attention(
+        tq, tk, tv, attn_mask=t_mask, is_causal=is_causal and t_mask is None,
+        enable_gqa=case == "grouped")
     t_out.backward(torch.tensor(dout))
     np.testing.assert_allclose(out, t_out.detach().numpy(), rtol=1e-10, atol=1e-12)
     for ours, theirs in ((dq, tq), (dk, tk), (dv, tv)):
@@ -201,37 +377,36 @@ def test_matches_torch_scaled_dot_product_attention_in_float64(case):
 
 
 def test_results_are_bitwise_identical_across_runs_and_thread_counts():
-    q, k, v, dout = _inputs(2, 3, BQ + 5, BQ + 5, 8, 8, np.float32)
-    options = dict(is_causal=True, dropout_p=0.2, seed=9)
-    first = _fused(q, k, v, dout, **options)
-    previous = numba.get_num_threads()
-    try:
-        numba.set_num_threads(1)
-        single = _fused(q, k, v, dout, **options)
-    finally:
-        numba.set_num_threads(previous)
-    again = _fused(q, k, v, dout, **options)
-    for a, b, c in zip(first, single, again, strict=True):
-        assert np.array_equal(a, b, equal_nan=True) and np.array_equal(a, c, equal_nan=True)
+    q, k, v, dout = _inputs(2, 4, BQ + 5, BQ + 5, 8, 8, np.float32, Hkv=2)
+    for options in (dict(is_causal=True, dropout_p=0.2, seed=9),
+                    dict(is_causal=True, window_size=40, dropout_p=0.2, seed=9)):
+        first = _fused(q, k, v, dout, **options)
+        with numba_threads(1):
+            single = _fused(q, k, v, dout, **options)
+        again = _fused(q, k, v, dout, **options)
+        for a, b, c in zip(first, single, again, strict=True):
+            assert np.array_equal(a, b, equal_nan=True) and np.array_equal(a, c, equal_nan=True)
 
 
 @pytest.mark.parametrize("dropout_p", [0.0, 0.3])
 def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
-    q, k, v, dout = _inputs(2, 3, 40, 33, 8, 5, np.float32)
+    q, k, v, dout = _inputs(2, 4, 40, 33, 8, 5, np.float32, Hkv=2)
     bias = np.random.default_rng(8).standard_normal((2, 1, 40, 33)).astype(np.float32)
-    out, lse = attention_forward(q, k, v, bias=bias, is_causal=True, dropout_p=dropout_p, seed=4)
-    options = (bias, True, True, 0.25, dropout_p, np.uint64(4), BQ, BK)
+    options = dict(bias=bias, is_causal=True, dropout_p=dropout_p, seed=4, window_size=9)
+    out, lse = attention_forward(q, k, v, **options)
+    _, kernel_options = attention._kernel_options("test", q, k, v, **options, scale=None)
     results = []
     for parallel in (False, True):
         forward = np.empty_like(out), np.empty_like(lse)
-        attention._attention_forward_kernel(q, k, v, *options, *forward, parallel)
+        attention._attention_forward_kernel(q, k, v, *kernel_options, *forward, parallel)
         grads = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        attention._attention_backward_kernel(q, k, v, out, lse, dout, *options, *grads, parallel)
+        attention._attention_backward_kernel(q, k, v, out, lse, dout, *kernel_options, *grads,
+                                             parallel)
         results.append((*forward, *grads))
     for serial, threaded in zip(*results, strict=True):
         np.testing.assert_array_equal(serial, threaded)
-    assert not attention._parallel(q[:1, :1], k[:1, :1], 5)
-    assert attention._parallel(np.empty((16, 4, 64, 32)), np.empty((16, 4, 64, 32)), 32)
+    assert not attention._parallel(1, 2**30) and not attention._parallel(64, 1000)
+    assert attention._parallel(64, 64 * 64 * 64 * 64)
 
 
 def test_non_contiguous_inputs_are_accepted():
@@ -241,26 +416,28 @@ def test_non_contiguous_inputs_are_accepted():
     _assert_matches_twin(q_view, k, v, dout, is_causal=True)
 
 
-def test_bad_inputs_raise_before_any_kernel_runs():
-    q, k, v, dout = _inputs(2, 3, 5, 7, 4, 6, np.float64)
-    with pytest.raises(ValueError, match=r"attention_forward: q \(2, 3, 5, 4\), k \(2, 3, 7, 3\)"):
+def test_preconditions_are_asserted_before_any_kernel_runs():
+    q, k, v, dout = _inputs(2, 4, 5, 7, 4, 6, np.float64, Hkv=2)
+    with pytest.raises(AssertionError, match=r"attention_forward: q \(2, 4, 5, 4\), k "):
         attention_forward(q, k[..., :3], v)
-    with pytest.raises(ValueError, match="attention_forward.*v"):
+    with pytest.raises(AssertionError, match="H % Hkv == 0"):
+        attention_forward(q[:, :3], k, v)
+    with pytest.raises(AssertionError, match="attention_forward.*v"):
         attention_forward(q, k, v[:, :, :6])
-    with pytest.raises(ValueError, match="attention_forward: q must have 4 dimensions"):
+    with pytest.raises(AssertionError, match="attention_forward: q, k, v must be 4-D"):
         attention_forward(q[0], k, v)
-    with pytest.raises(TypeError, match="attention_forward: q, k, v must share one dtype"):
+    with pytest.raises(AssertionError, match="attention_forward: q, k, v must share one float"):
         attention_forward(q.astype(np.float32), k, v)
-    with pytest.raises(ValueError, match=r"bias of shape \(2, 3, 5, 2\) does not broadcast"):
-        attention_forward(q, k, v, bias=np.zeros((2, 3, 5, 2)))
-    with pytest.raises(ValueError, match="dropout_p must be in"):
+    with pytest.raises(AssertionError, match=r"bias \(2, 4, 5, 2\) does not broadcast"):
+        attention_forward(q, k, v, bias=np.zeros((2, 4, 5, 2)))
+    with pytest.raises(AssertionError, match="dropout_p must be in"):
         attention_forward(q, k, v, dropout_p=1.5)
-    with pytest.raises(ValueError, match="seed must be in"):
+    with pytest.raises(AssertionError, match="seed must be in"):
         attention_forward(q, k, v, seed=-1)
+    with pytest.raises(AssertionError, match="window_size must be None or >= 1, got 0"):
+        attention_forward(q, k, v, window_size=0)
     out, lse = attention_forward(q, k, v)
-    with pytest.raises(ValueError, match=r"attention_backward: lse has shape \(2, 3, 4\)"):
+    with pytest.raises(AssertionError, match=r"attention_backward: lse has shape \(2, 4, 4\)"):
         attention_backward(q, k, v, out, lse[..., :4], dout)
-    with pytest.raises(ValueError, match=r"attention_backward: dout has shape"):
+    with pytest.raises(AssertionError, match=r"attention_backward: dout has shape"):
         attention_backward(q, k, v, out, lse, dout[..., :5])
-    with pytest.raises(ValueError, match=r"attention_weights: lse has shape"):
-        attention_weights(q, k, lse[:1])

@@ -1,19 +1,26 @@
 """Fused (flash-style) scaled-dot-product attention, forward and hand-derived backward.
 
-Shapes: ``q (B, H, T, D)``, ``k (B, H, S, D)``, ``v (B, H, S, Dv)``; ``bias`` is an additive
+Shapes: ``q (B, H, T, D)``, ``k (B, Hkv, S, D)``, ``v (B, Hkv, S, Dv)`` with ``H % Hkv == 0``:
+query head ``h`` reads key/value head ``h // G``, ``G = H / Hkv`` (grouped-query attention;
+``Hkv = 1`` is multi-query attention, ``Hkv = H`` the plain case). ``bias`` is an additive
 float array with 4 dimensions each equal to 1 (broadcast) or to ``B, H, T, S``. For one head::
 
-    s_ij = scale · q_i·k_j + bias_ij          (−inf where masked; causal masks j > i)
+    s_ij = scale · q_i·k_j + bias_ij          (−inf where masked)
     p_ij = e^(s_ij − lse_i),   lse_i = log Σ_j e^(s_ij)
     z_ij = keep_ij / (1 − p_drop)            (inverted dropout; keep from counter_rng)
     o_i  = Σ_j p_ij z_ij v_j
+
+Masks. Query ``i`` may see key ``j`` only inside a band of offsets ``i − j``: causal keeps
+``j <= i``; a sliding window of size ``w`` keeps ``i − w < j <= i`` with ``is_causal`` and
+``|i − j| < w`` without. Key blocks that lie entirely outside the band are never visited, so
+the work grows with ``T·w``, not ``T·S``. A row whose band holds no key (a window past the
+last key, or a bias of −inf over the band) is fully masked (below).
 
 Forward (online softmax). Keys are visited block by block; each query keeps a running max
 ``m``, a running sum ``l = Σ e^(s−m)`` and an accumulator ``acc = Σ e^(s−m) z v``. A new block
 with larger max ``m'`` rescales both by ``α = e^(m−m')`` before adding its terms, so that at the
 end ``o = acc / l`` and ``lse = m + log l``. Only ``o`` and ``lse`` are stored: memory is
-``O(T·D)`` per head plus one (keys × queries) block, never the full ``(T, S)`` matrix. With
-``is_causal``, key blocks that lie entirely above the diagonal are skipped.
+``O(T·D)`` per head plus one (keys × queries) block, never the full ``(T, S)`` matrix.
 
 Backward. Given ``g = dL/do``, the weights ``p`` are recomputed block by block from ``q, k``
 and the saved ``lse`` (``p = e^(s − lse)`` needs no second normalisation pass)::
@@ -27,18 +34,33 @@ The row term needs the whole row of ``p``, which is never held at once. It equal
 ``δ_i = g_i · o_i``: ``Σ_l p_il dp_il = Σ_l p_il z_il (g_i · v_l) = g_i · (Σ_l p_il z_il v_l)
 = g_i · o_i`` — the dropout factor ``z`` sits inside ``o`` exactly as it sits inside ``dp``, so
 the identity holds with dropout too. ``δ`` is computed once per query from ``g`` and ``o``.
+With grouped heads, ``dk`` and ``dv`` of a key/value head are the sums over the ``G`` query
+heads that read it (the backward of repeating ``k`` and ``v`` is a sum).
 
 A fully masked query row (every ``s_ij = −inf``) has ``l = 0``: its output is zero,
 ``lse = −inf``, its recomputed weights are zero and so are the gradients flowing through it —
-never NaN (PyTorch's math path returns NaN there).
+never NaN (PyTorch's math path returns NaN there). A NaN score, on the other hand, makes its
+row's output, ``lse`` and gradients NaN, as in PyTorch: a diverged run stays visible.
 
-Layout and parallelism. Every kernel runs ``prange`` over the ``B·H`` heads (a plain loop
-when the work is under ``_PARALLEL_MIN_WORK`` multiply-adds); a head computes
-all of its outputs (including the ``dq`` of every key block) sequentially, so nothing is shared
-between threads and results are bitwise identical run to run and for any thread count. Inside a
-head, blocks are held transposed (keys × queries) so that every inner loop — the five block
-products, the running max/sum, the exponentials — runs over contiguous memory and vectorises
-without reassociating floating-point sums.
+Layout. Inside a head, blocks are held transposed (keys × queries): the queries are the
+contiguous axis, so the running max/sum, the exponentials and the masks are elementwise loops
+that vectorise without reassociating a sum, and every block product reads keys and values as
+broadcast scalars, straight from ``k`` and ``v`` (never copied, never repeated per query head).
+Only ``q`` (times ``scale``) and ``g`` are transposed, once per head (per query block in the
+forward). The block products — ``sᵀ = k qᵀ`` and ``accᵀ += vᵀ pᵀ`` forward; ``sᵀ``,
+``dpᵀ = v gᵀ``, ``dv += pᵀ g``, ``dk += dsᵀ q`` and ``dqᵀ += kᵀ dsᵀ`` backward — run on the
+register-blocked tile of :mod:`.simd`, whose size follows the CPU's vector unit; tiles that
+meet no (query, key) pair of the band are skipped and sums stop at the band's edge, so a
+causal or windowed mask costs only the work inside it (to the tile's granularity).
+
+Parallelism. The forward runs ``prange`` over (batch, query head, query block) tasks, the
+backward over (batch, key/value head) tasks, each of which loops over its group's query heads
+in order and adds their ``dk``, ``dv`` in that order; a task also computes the ``dq`` of its
+query heads whole. No two tasks write the same output, so results are bitwise identical run
+to run and for any thread count. The backward has only ``B·Hkv`` tasks: with fewer than there
+are threads (one sequence with multi-query attention), some threads idle. Below
+``_PARALLEL_MIN_WORK`` multiply-adds the tasks run serially: waking the thread pool then
+costs more than the work.
 """
 
 from __future__ import annotations
@@ -51,392 +73,401 @@ from numba import njit, prange
 from .attention_reference import (  # noqa: F401  (the twins, also reachable from here)
     attention_backward_numpy,
     attention_forward_numpy,
-    attention_weights_numpy,
 )
 from .counter_rng import fold_key, state_to_uniform
 from .exp import fast_exp
+from .parallel import kernel_section
+from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 
-# Queries per block (the contiguous, vectorised axis) and keys per block.
-_BLOCK_Q = 256
+# Queries per block (the contiguous, vectorised axis; a whole number of tiles) and keys per
+# block (a whole number of tile rows).
+_BLOCK_Q = 128
 _BLOCK_K = 64
-# Below this many multiply-adds (B·H·T·S·(D + Dv)) the heads run serially: waking the thread
-# pool then costs more than the work.
 _PARALLEL_MIN_WORK = 2**21
 
 
 @njit(cache=True)
-def _matmul_accumulate(c, a, b, c_col0, b_col0, n_cols):
-    """``c[r, c_col0 + x] += Σ_t a[r, t] · b[t, b_col0 + x]`` for ``x < n_cols``.
-
-    ``a`` may be any 2-D view (only scalars are read from it); the rows of ``b`` and ``c`` are
-    contiguous, so the innermost loop over ``x`` vectorises. Two rows of ``c`` are updated per
-    pass (they share the loads of ``b``) and four terms of the sum over ``t`` are added per
-    pass, in order, so the rounding is that of the plain loop.
-    """
-    n_rows, n_inner = a.shape
-    n_inner_4 = n_inner - n_inner % 4
-    for r in range(0, n_rows, 2):
-        pair = r + 1 < n_rows
-        c0 = c[r, c_col0 : c_col0 + n_cols]
-        c1 = c[r + 1 if pair else r, c_col0 : c_col0 + n_cols]
-        for t in range(0, n_inner_4, 4):
-            b0 = b[t, b_col0 : b_col0 + n_cols]
-            b1 = b[t + 1, b_col0 : b_col0 + n_cols]
-            b2 = b[t + 2, b_col0 : b_col0 + n_cols]
-            b3 = b[t + 3, b_col0 : b_col0 + n_cols]
-            a00, a01, a02, a03 = a[r, t], a[r, t + 1], a[r, t + 2], a[r, t + 3]
-            if pair:
-                a10, a11, a12, a13 = a[r + 1, t], a[r + 1, t + 1], a[r + 1, t + 2], a[r + 1, t + 3]
-                for x in range(n_cols):
-                    c0[x] = c0[x] + a00 * b0[x] + a01 * b1[x] + a02 * b2[x] + a03 * b3[x]
-                    c1[x] = c1[x] + a10 * b0[x] + a11 * b1[x] + a12 * b2[x] + a13 * b3[x]
-            else:
-                for x in range(n_cols):
-                    c0[x] = c0[x] + a00 * b0[x] + a01 * b1[x] + a02 * b2[x] + a03 * b3[x]
-        for t in range(n_inner_4, n_inner):
-            b0 = b[t, b_col0 : b_col0 + n_cols]
-            a00 = a[r, t]
-            for x in range(n_cols):
-                c0[x] = c0[x] + a00 * b0[x]
-            if pair:
-                a10 = a[r + 1, t]
-                for x in range(n_cols):
-                    c1[x] = c1[x] + a10 * b0[x]
+def _round_up(n, step):
+    """``n`` rounded up to a multiple of ``step``."""
+    return -(-n // step) * step
 
 
 @njit(cache=True)
-def _transpose_into(dst, src):
-    """``dst[d, i] = src[i, d]`` for a (N, D) source and a (D, N) destination."""
-    n_rows, n_cols = src.shape
-    for i in range(n_rows):
-        for d in range(n_cols):
-            dst[d, i] = src[i, d]
+def _transpose_into(dst, src, n, scale):
+    """``dst[d, x] = scale · src[x, d]`` for ``x < n``; the columns of ``dst`` past ``n`` are 0."""
+    for x in range(n):
+        for d in range(src.shape[1]):
+            dst[d, x] = src[x, d] * scale
+    dst[:, n:] = 0.0
 
 
 @njit(cache=True)
-def _scores_block(st, lo, q_t, k_head, bias, has_bias, is_causal, scale, b, h, i0, nq, j0, nk):
-    """Fill ``st[:nk, lo:nq]`` with ``s_ij = scale · k_j·q_i + bias_ij`` (−inf where masked).
+def _padded_rows(x, n_cols):
+    """``x (N, C)`` itself when ``C == n_cols``, else a copy zero-padded to ``n_cols`` columns."""
+    if x.shape[1] == n_cols:
+        return x
+    padded = np.zeros((x.shape[0], n_cols), x.dtype)
+    padded[:, : x.shape[1]] = x
+    return padded
 
-    ``st`` is (keys × queries): row ``jj`` is key ``j0 + jj``, column ``ii`` query ``i0 + ii``.
-    ``q_t`` is the head's queries transposed, ``(D, T)``; ``k_head`` its keys, ``(S, D)``.
+
+@njit(cache=True)
+def _band_columns(j, query0, band_lo, band_hi, width):
+    """Columns ``[first, stop)`` of a row of width ``width`` whose queries see key ``j``.
+
+    Column ``x`` is query ``query0 + x``; query ``i`` sees key ``j`` iff
+    ``band_lo <= i − j <= band_hi``. Loops over such a range run over the slice
+    ``[first:stop]`` from 0: numba cannot tell that an index starting at ``first`` is never
+    negative, and its wrap-around check then keeps the loop from vectorising.
     """
-    st[:nk, lo:nq] = 0.0
-    _matmul_accumulate(st, k_head[j0 : j0 + nk], q_t, lo, i0 + lo, nq - lo)
+    first = min(max(j + band_lo - query0, 0), width)
+    stop = min(max(j + band_hi + 1 - query0, first), width)
+    return first, stop
+
+
+@njit(cache=True)
+def _scores_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, query0, band_lo,
+                    band_hi, tile_cols):
+    """``c[r, c_col0 + x] = Σ_{t < n_inner} a[r, t] · b[t, b_col0 + x]``, tile by tile.
+
+    Row ``r`` is key ``key0 + r``, column ``x`` query ``query0 + x``; tiles with no (query, key)
+    pair inside the band are skipped (they keep whatever they held).
+    """
+    for r in range(0, n_rows, TILE_ROWS):
+        first_key, last_key = key0 + r, key0 + min(r + TILE_ROWS, n_rows) - 1
+        for x in range(0, n_cols, tile_cols):
+            first_query, last_query = query0 + x, query0 + x + tile_cols - 1
+            if last_query - first_key >= band_lo and first_query - last_key <= band_hi:
+                tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, 0, n_inner, False)
+
+
+@njit(cache=True)
+def _over_queries_product(c, c_row0, n_rows, n_cols, a, b, n_inner, key0, query0, band_lo,
+                          band_hi, tile_cols):
+    """``c[c_row0 + r, x] += Σ_t a[r, t] · b[t, x]`` where row ``r`` is key ``key0 + r`` and
+    ``t < n_inner`` query ``query0 + t``; the sum skips the queries outside the band of a
+    tile's keys (where ``a`` is zero)."""
+    for r in range(0, n_rows, TILE_ROWS):
+        first_key, last_key = key0 + r, key0 + min(r + TILE_ROWS, n_rows) - 1
+        t0 = max(0, first_key + band_lo - query0)
+        t1 = min(n_inner, last_key + band_hi + 1 - query0)
+        if t0 < t1:
+            for x in range(0, n_cols, tile_cols):
+                tile_product(a, r, b, x, c, c_row0 + r, x, t0, t1, True)
+
+
+@njit(cache=True)
+def _over_keys_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, query0, band_lo,
+                       band_hi, tile_cols):
+    """``c[r, c_col0 + x] += Σ_t a[r, t] · b[t, b_col0 + x]`` where column ``x`` is query
+    ``query0 + x`` and ``t < n_inner`` key ``key0 + t``; the sum skips the keys outside the
+    band of a tile's queries (where ``b`` is zero)."""
+    for x in range(0, n_cols, tile_cols):
+        first_query, last_query = query0 + x, query0 + x + tile_cols - 1
+        t0 = max(0, first_query - band_hi - key0)
+        t1 = min(n_inner, last_query - band_lo + 1 - key0)
+        if t0 < t1:
+            for r in range(0, n_rows, TILE_ROWS):
+                tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, t0, t1, True)
+
+
+@njit(cache=True)
+def _add_bias(st, nk, c0, c1, nq, bias, b, h, i0, j0, band_lo, band_hi):
+    """Add the bias to the scores ``st[:nk, c0:c1]`` inside the band.
+
+    Row ``jj`` is key ``j0 + jj``, column ``x`` query ``i0 + x``; only real queries
+    (``x < nq``) are read. (Outside the band nothing is read: the weight passes write zeros.)
+    """
     bias_b = b if bias.shape[0] > 1 else 0
     bias_h = h if bias.shape[1] > 1 else 0
     query_step = 1 if bias.shape[2] > 1 else 0
     key_step = 1 if bias.shape[3] > 1 else 0
     for jj in range(nk):
-        row = st[jj, lo:nq]  # queries i0 + lo ... i0 + nq − 1
-        if has_bias:
-            bias_col = bias[bias_b, bias_h, :, (j0 + jj) * key_step]
-            for x in range(nq - lo):
-                row[x] = row[x] * scale + bias_col[(i0 + lo + x) * query_step]
-        else:
-            for x in range(nq - lo):
-                row[x] = row[x] * scale
-        if is_causal:
-            # query i may attend key j only if j <= i: mask the queries i0 + lo + x < j0 + jj
-            row[: max(0, j0 + jj - i0 - lo)] = -np.inf
+        first, stop = _band_columns(j0 + jj, i0 + c0, band_lo, band_hi, min(c1, nq) - c0)
+        row = st[jj, c0 + first : c0 + stop]
+        bias_col = bias[bias_b, bias_h, :, (j0 + jj) * key_step]
+        query0 = i0 + c0 + first
+        for x in range(stop - first):
+            row[x] += bias_col[(query0 + x) * query_step]
 
 
 @njit(cache=True)
-def _apply_dropout_block(st, lo, head_state, p, keep_scale, i0, nq, j0, nk):
-    """Multiply ``st[:nk, lo:nq]`` by ``z_ij = keep_ij / (1 − p)`` (zero where dropped)."""
-    for ii in range(lo, nq):
-        query_state = fold_key(head_state, i0 + ii)
-        for jj in range(nk):
-            if state_to_uniform(fold_key(query_state, j0 + jj)) >= p:
-                st[jj, ii] *= keep_scale
+def _dropout_factors(st, c0, c1, head_state, dropout_p, keep_scale, i0, j0, nk, band_lo,
+                     band_hi):
+    """Multiply ``st[:nk, c0:c1]`` by ``z_ij`` (``keep_scale`` where kept, 0 where dropped)
+    inside the band (outside it the weights are zero already)."""
+    for x in range(c0, c1):
+        i = i0 + x
+        query_state = fold_key(head_state, i)
+        for jj in range(max(0, i - band_hi - j0), min(nk, i - band_lo + 1 - j0)):
+            if state_to_uniform(fold_key(query_state, j0 + jj)) >= dropout_p:
+                st[jj, x] *= keep_scale
             else:
-                st[jj, ii] = 0.0
+                st[jj, x] = 0.0
 
 
 @njit(cache=True)
-def _forward_head(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed, block_q, block_k,
-                  out, lse, bh):
-    """Forward of head ``bh`` (flattened batch × head index) into ``out`` and ``lse``."""
+def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                   block_q, block_k, tile_cols, out, lse, task):
+    """Forward of one (batch, query head, query block) task into ``out`` and ``lse``."""
+    prefer_full_width()
     n_batch, n_heads, n_queries, d_head = q.shape
-    n_keys = k.shape[2]
+    n_kv_heads, n_keys = k.shape[1], k.shape[2]
     d_value = v.shape[3]
     dtype = q.dtype.type
-    scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    b = bh // n_heads
-    h = bh % n_heads
+    n_query_blocks = -(-n_queries // block_q)
+    b = task // (n_heads * n_query_blocks)
+    h = task // n_query_blocks % n_heads
+    i0 = task % n_query_blocks * block_q
+    nq = min(block_q, n_queries - i0)
+    hk = h // (n_heads // n_kv_heads)
     head_state = fold_key(fold_key(seed, b), h)
-    k_head = k[b, h]  # (S, D)
-    v_head = v[b, h]  # (S, Dv)
-    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-    _transpose_into(q_t, q[b, h])
-    st = np.empty((block_k, block_q), q.dtype)  # scores, then weights: (keys, queries)
-    acc_t = np.empty((d_value, block_q), q.dtype)  # Σ e^(s−m) z v, transposed: (Dv, queries)
-    run_max = np.empty(block_q, q.dtype)  # m
-    run_sum = np.empty(block_q, q.dtype)  # l
-    new_max = np.empty(block_q, q.dtype)  # m'
-    shift = np.empty(block_q, q.dtype)  # m', or 0 while the row is all −inf
-    alpha = np.empty(block_q, q.dtype)  # e^(m − m')
-    for i0 in range(0, n_queries, block_q):
-        nq = min(block_q, n_queries - i0)
-        acc_t[:, :nq] = 0.0
-        run_max[:nq] = -np.inf
-        run_sum[:nq] = 0.0
-        key_stop = min(n_keys, i0 + nq) if is_causal else n_keys
-        for j0 in range(0, key_stop, block_k):
-            nk = min(block_k, key_stop - j0)
-            # causal: the queries before j0 see none of these keys; skip their columns
-            lo = max(0, j0 - i0) if is_causal else 0
-            _scores_block(st, lo, q_t, k_head, bias, has_bias, is_causal, scale_t, b, h,
-                          i0, nq, j0, nk)
-            # 1-D views of the active columns, so that the loops below vectorise
-            n_cols = nq - lo
-            block_max, block_shift, block_alpha = new_max[lo:nq], shift[lo:nq], alpha[lo:nq]
-            block_run_max, block_run_sum = run_max[lo:nq], run_sum[lo:nq]
-            block_max[:] = block_run_max
-            for jj in range(nk):
-                row = st[jj, lo:nq]
-                for x in range(n_cols):
-                    if row[x] > block_max[x]:
-                        block_max[x] = row[x]
+    k_rows, v_rows = k[b, hk], v[b, hk]  # (S, D), (S, Dv)
+    width = block_q + tile_cols  # room for a last tile that starts anywhere in the block
+    q_t = np.empty((d_head, width), q.dtype)  # scale · q of the block, transposed: (D, T)
+    _transpose_into(q_t, q[b, h, i0 : i0 + nq], nq, dtype(scale))
+    st = np.empty((block_k, width), q.dtype)  # scores, then weights: (keys, queries)
+    acc_t = np.zeros((_round_up(d_value, TILE_ROWS), width), q.dtype)  # (Dv, queries)
+    run_max = np.full(width, -np.inf, q.dtype)  # m
+    run_sum = np.zeros(width, q.dtype)  # l
+    new_max = np.empty(width, q.dtype)  # m'
+    shift = np.empty(width, q.dtype)  # m', or 0 while the column is all −inf
+    alpha = np.empty(width, q.dtype)  # e^(m − m')
+    # the keys some query of the block sees: i0 − band_hi <= j < i0 + nq − band_lo
+    key_start = max(0, i0 - band_hi)
+    key_stop = min(n_keys, i0 + nq - band_lo)
+    for j0 in range(key_start, key_stop, block_k):
+        nk = min(block_k, key_stop - j0)
+        # the queries that see some key of the block: j0 + band_lo <= i < j0 + nk + band_hi
+        c0 = max(0, j0 + band_lo - i0)
+        c1 = min(nq, j0 + nk + band_hi - i0)
+        if c1 <= c0:
+            continue
+        c1 = c0 + _round_up(c1 - c0, tile_cols)  # whole tiles; columns past nq are unused
+        n_cols = c1 - c0
+        query0 = i0 + c0
+        _scores_product(st, c0, nk, n_cols, k_rows[j0 : j0 + nk], q_t, c0, d_head, j0, query0,
+                        band_lo, band_hi, tile_cols)
+        if has_bias:
+            _add_bias(st, nk, c0, c1, nq, bias, b, h, i0, j0, band_lo, band_hi)
+        # 1-D views of the active columns, so that the loops below vectorise
+        block_new, block_shift, block_alpha = new_max[c0:c1], shift[c0:c1], alpha[c0:c1]
+        block_run_max, block_run_sum = run_max[c0:c1], run_sum[c0:c1]
+        block_new[:] = block_run_max
+        for jj in range(nk):
+            first, stop = _band_columns(j0 + jj, query0, band_lo, band_hi, n_cols)
+            row, row_new = st[jj, c0 + first : c0 + stop], block_new[first:stop]
+            for x in range(stop - first):
+                if row[x] > row_new[x]:
+                    row_new[x] = row[x]
+        for x in range(n_cols):
+            block_shift[x] = block_new[x] if block_new[x] > -np.inf else 0.0
+            block_alpha[x] = fast_exp(block_run_max[x] - block_shift[x])
+            block_run_max[x] = block_new[x]
+            block_run_sum[x] *= block_alpha[x]
+        for jj in range(nk):
+            first, stop = _band_columns(j0 + jj, query0, band_lo, band_hi, n_cols)
+            st[jj, c0 : c0 + first] = 0.0
+            st[jj, c0 + stop : c1] = 0.0
+            row, row_shift = st[jj, c0 + first : c0 + stop], block_shift[first:stop]
+            row_sum = block_run_sum[first:stop]
+            for x in range(stop - first):
+                weight = fast_exp(row[x] - row_shift[x])
+                row[x] = weight
+                row_sum[x] += weight
+        if dropout_p > 0.0:
+            _dropout_factors(st, c0, min(c1, nq), head_state, dropout_p, keep_scale, i0, j0, nk,
+                             band_lo, band_hi)
+        for e in range(d_value):
+            acc_row = acc_t[e, c0:c1]
             for x in range(n_cols):
-                block_shift[x] = block_max[x] if block_max[x] > -np.inf else 0.0
-                block_alpha[x] = fast_exp(block_run_max[x] - block_shift[x])
-                block_run_max[x] = block_max[x]
-                block_run_sum[x] *= block_alpha[x]
-            for jj in range(nk):
-                row = st[jj, lo:nq]
-                for x in range(n_cols):
-                    weight = fast_exp(row[x] - block_shift[x])
-                    row[x] = weight
-                    block_run_sum[x] += weight
-            if dropout_p > 0.0:
-                _apply_dropout_block(st, lo, head_state, dropout_p, keep_scale, i0, nq, j0,
-                                     nk)
+                acc_row[x] *= block_alpha[x]
+        _over_keys_product(acc_t, c0, d_value, n_cols, v_rows[j0 : j0 + nk].T, st, c0, nk, j0,
+                           query0, band_lo, band_hi, tile_cols)
+    for x in range(nq):
+        i = i0 + x
+        if run_sum[x] > 0.0:
+            inv_sum = dtype(1.0) / run_sum[x]
             for e in range(d_value):
-                acc_row = acc_t[e, lo:nq]
-                for x in range(n_cols):
-                    acc_row[x] *= block_alpha[x]
-            _matmul_accumulate(acc_t, v_head[j0 : j0 + nk].T, st, lo, lo, n_cols)
-        for ii in range(nq):
-            i = i0 + ii
-            if run_sum[ii] > 0.0:
-                inv_sum = dtype(1.0) / run_sum[ii]
-                for e in range(d_value):
-                    out[b, h, i, e] = acc_t[e, ii] * inv_sum
-                lse[b, h, i] = run_max[ii] + math.log(run_sum[ii])
-            else:
-                out[b, h, i, :] = 0.0
-                lse[b, h, i] = -np.inf
+                out[b, h, i, e] = acc_t[e, x] * inv_sum
+            lse[b, h, i] = run_max[x] + math.log(run_sum[x])
+        elif run_sum[x] != run_sum[x]:  # a NaN score: the row is NaN, as in PyTorch
+            out[b, h, i, :] = np.nan
+            lse[b, h, i] = np.nan
+        else:
+            out[b, h, i, :] = 0.0
+            lse[b, h, i] = -np.inf
 
 
 @njit(cache=True, parallel=True)
-def _attention_forward_kernel(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed,
-                              block_q, block_k, out, lse, parallel):
-    n_heads_total = q.shape[0] * q.shape[1]
+def _attention_forward_kernel(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                              block_q, block_k, tile_cols, out, lse, parallel):
+    n_tasks = q.shape[0] * q.shape[1] * -(-q.shape[2] // block_q)
     if parallel:
-        for bh in prange(n_heads_total):
-            _forward_head(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
-                          block_k, out, lse, bh)
+        for task in prange(n_tasks):
+            _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                           block_q, block_k, tile_cols, out, lse, task)
     else:
-        for bh in range(n_heads_total):
-            _forward_head(q, k, v, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
-                          block_k, out, lse, bh)
+        for task in range(n_tasks):
+            _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                           block_q, block_k, tile_cols, out, lse, task)
 
 
 @njit(cache=True)
-def _backward_head(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale, dropout_p, seed,
-                   block_q, block_k, dq, dk, dv, bh):
-    """Backward of head ``bh`` into ``dq``, ``dk``, ``dv``."""
+def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
+                      dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task):
+    """Backward of one (batch, key/value head) task: ``dq`` of its query heads, its ``dk, dv``."""
+    prefer_full_width()
     n_batch, n_heads, n_queries, d_head = q.shape
-    n_keys = k.shape[2]
+    n_kv_heads, n_keys = k.shape[1], k.shape[2]
     d_value = v.shape[3]
+    group = n_heads // n_kv_heads
     dtype = q.dtype.type
     scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    b = bh // n_heads
-    h = bh % n_heads
-    head_state = fold_key(fold_key(seed, b), h)
-    q_head = q[b, h]  # (T, D)
-    k_head = k[b, h]  # (S, D)
-    v_head = v[b, h]  # (S, Dv)
-    dout_head = dout[b, h]  # (T, Dv)
-    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-    _transpose_into(q_t, q_head)
-    dout_t = np.empty((d_value, n_queries), q.dtype)  # (Dv, T)
-    _transpose_into(dout_t, dout_head)
-    dq_t = np.zeros((d_head, n_queries), q.dtype)  # (D, T)
-    # δ_i = dO_i · O_i, and the lse to subtract (+inf for fully masked rows: weight 0)
-    delta = np.empty(n_queries, q.dtype)
-    lse_safe = np.empty(n_queries, q.dtype)
-    for i in range(n_queries):
-        total = 0.0
-        for e in range(d_value):
-            total += dout_head[i, e] * out[b, h, i, e]
-        delta[i] = total
-        lse_safe[i] = lse[b, h, i] if lse[b, h, i] > -np.inf else np.inf
+    b = task // n_kv_heads
+    hk = task % n_kv_heads
+    k_rows, v_rows = k[b, hk], v[b, hk]  # (S, D), (S, Dv)
+    d_head_cols = _round_up(d_head, tile_cols)
+    d_value_cols = _round_up(d_value, tile_cols)
+    key_rows = _round_up(n_keys, TILE_ROWS)
+    width = n_queries + tile_cols  # room for a last tile that starts anywhere
+    dk_acc = np.zeros((key_rows, d_head_cols), q.dtype)  # Σ over the group, unscaled
+    dv_acc = np.zeros((key_rows, d_value_cols), q.dtype)
+    q_t = np.empty((d_head, width), q.dtype)  # scale · q, transposed: (D, T)
+    dout_t = np.empty((d_value, width), q.dtype)  # (Dv, T)
+    dq_t = np.empty((_round_up(d_head, TILE_ROWS), width), q.dtype)  # (D, T)
+    delta = np.zeros(width, q.dtype)  # δ_i = g_i · o_i (0 past T)
+    lse_safe = np.full(width, np.inf, q.dtype)  # lse, +inf where weights must be 0
     st = np.empty((block_k, block_q), q.dtype)  # scores, then weights p: (keys, queries)
     dpt = np.empty((block_k, block_q), q.dtype)  # dL/dp, then dL/ds: (keys, queries)
     p_kept = np.empty((block_k, block_q), q.dtype)  # p ⊙ z: (keys, queries)
-    dk_block = np.empty((block_k, d_head), q.dtype)
-    dv_block = np.empty((block_k, d_value), q.dtype)
-    for j0 in range(0, n_keys, block_k):
-        nk = min(block_k, n_keys - j0)
-        dk_block[:nk] = 0.0
-        dv_block[:nk] = 0.0
-        # with a causal mask only queries i >= j0 see this key block
-        query_start = j0 if is_causal else 0
-        for i0 in range(query_start, n_queries, block_q):
-            nq = min(block_q, n_queries - i0)
-            _scores_block(st, 0, q_t, k_head, bias, has_bias, is_causal, scale_t, b, h,
-                          i0, nq, j0, nk)
-            block_lse = lse_safe[i0 : i0 + nq]
-            block_delta = delta[i0 : i0 + nq]
-            for jj in range(nk):
-                row = st[jj, :nq]
-                for x in range(nq):
-                    row[x] = fast_exp(row[x] - block_lse[x])
-            dpt[:nk, :nq] = 0.0
-            _matmul_accumulate(dpt, v_head[j0 : j0 + nk], dout_t, 0, i0, nq)
-            if dropout_p > 0.0:
-                p_kept[:nk, :nq] = st[:nk, :nq]
-                _apply_dropout_block(p_kept, 0, head_state, dropout_p, keep_scale,
-                                     i0, nq, j0, nk)
-                _apply_dropout_block(dpt, 0, head_state, dropout_p, keep_scale,
-                                     i0, nq, j0, nk)
-                _matmul_accumulate(dv_block, p_kept[:nk, :nq], dout_head[i0 : i0 + nq],
-                                   0, 0, d_value)
-            else:
-                _matmul_accumulate(dv_block, st[:nk, :nq], dout_head[i0 : i0 + nq],
-                                   0, 0, d_value)
-            for jj in range(nk):
-                p_row, dp_row = st[jj, :nq], dpt[jj, :nq]
-                for x in range(nq):
-                    dp_row[x] = p_row[x] * (dp_row[x] - block_delta[x])
-            _matmul_accumulate(dk_block, dpt[:nk, :nq], q_head[i0 : i0 + nq], 0, 0, d_head)
-            _matmul_accumulate(dq_t, k_head[j0 : j0 + nk].T, dpt, i0, 0, nq)
-        for jj in range(nk):
-            for d in range(d_head):
-                dk[b, h, j0 + jj, d] = scale_t * dk_block[jj, d]
+    for g in range(group):
+        h = hk * group + g
+        head_state = fold_key(fold_key(seed, b), h)
+        _transpose_into(q_t, q[b, h], n_queries, scale_t)
+        _transpose_into(dout_t, dout[b, h], n_queries, dtype(1.0))
+        q_rows = _padded_rows(q[b, h], d_head_cols)  # (T, D) for the dk product
+        dout_rows = _padded_rows(dout[b, h], d_value_cols)  # (T, Dv) for the dv product
+        dq_t[:] = 0.0
+        for i in range(n_queries):
+            total = 0.0
             for e in range(d_value):
-                dv[b, h, j0 + jj, e] = dv_block[jj, e]
-    for i in range(n_queries):
-        for d in range(d_head):
-            dq[b, h, i, d] = scale_t * dq_t[d, i]
-
-
-@njit(cache=True, parallel=True)
-def _attention_backward_kernel(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale,
-                               dropout_p, seed, block_q, block_k, dq, dk, dv, parallel):
-    n_heads_total = q.shape[0] * q.shape[1]
-    if parallel:
-        for bh in prange(n_heads_total):
-            _backward_head(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale, dropout_p,
-                           seed, block_q, block_k, dq, dk, dv, bh)
-    else:
-        for bh in range(n_heads_total):
-            _backward_head(q, k, v, out, lse, dout, bias, has_bias, is_causal, scale, dropout_p,
-                           seed, block_q, block_k, dq, dk, dv, bh)
-
-
-@njit(cache=True)
-def _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q, block_k,
-                  weights, bh):
-    """Weights ``p ⊙ z`` of head ``bh``."""
-    n_batch, n_heads, n_queries, d_head = q.shape
-    n_keys = k.shape[2]
-    dtype = q.dtype.type
-    scale_t = dtype(scale)
-    keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
-    b = bh // n_heads
-    h = bh % n_heads
-    head_state = fold_key(fold_key(seed, b), h)
-    q_t = np.empty((d_head, n_queries), q.dtype)  # (D, T)
-    _transpose_into(q_t, q[b, h])
-    st = np.empty((block_k, block_q), q.dtype)  # (keys, queries)
-    for i0 in range(0, n_queries, block_q):
-        nq = min(block_q, n_queries - i0)
+                total += dout[b, h, i, e] * out[b, h, i, e]
+            delta[i] = total
+            lse_safe[i] = lse[b, h, i] if lse[b, h, i] > -np.inf else np.inf
         for j0 in range(0, n_keys, block_k):
             nk = min(block_k, n_keys - j0)
-            _scores_block(st, 0, q_t, k[b, h], bias, has_bias, is_causal, scale_t, b, h,
-                          i0, nq, j0, nk)
-            for jj in range(nk):
-                for ii in range(nq):
-                    lse_i = lse[b, h, i0 + ii]
-                    st[jj, ii] = fast_exp(st[jj, ii] - lse_i) if lse_i > -np.inf else 0.0
-            if dropout_p > 0.0:
-                _apply_dropout_block(st, 0, head_state, dropout_p, keep_scale, i0, nq, j0,
-                                     nk)
-            for ii in range(nq):
+            k_block, v_block = k_rows[j0 : j0 + nk], v_rows[j0 : j0 + nk]  # (keys, D|Dv)
+            # the queries that see some key of the block: j0 + band_lo <= i < j0 + nk + band_hi
+            query_start = max(0, j0 + band_lo)
+            query_stop = min(n_queries, j0 + nk + band_hi)
+            for i0 in range(query_start, query_stop, block_q):
+                nq = min(block_q, query_stop - i0)
+                n_cols = _round_up(nq, tile_cols)  # columns past nq get zero weight
+                _scores_product(st, 0, nk, n_cols, k_block, q_t, i0, d_head, j0, i0, band_lo,
+                                band_hi, tile_cols)
+                _scores_product(dpt, 0, nk, n_cols, v_block, dout_t, i0, d_value, j0, i0,
+                                band_lo, band_hi, tile_cols)
+                if has_bias:
+                    _add_bias(st, nk, 0, n_cols, nq, bias, b, h, i0, j0, band_lo, band_hi)
                 for jj in range(nk):
-                    weights[b, h, i0 + ii, j0 + jj] = st[jj, ii]
+                    first, stop = _band_columns(j0 + jj, i0, band_lo, band_hi, n_cols)
+                    st[jj, :first] = 0.0
+                    st[jj, stop:n_cols] = 0.0
+                    row, row_lse = st[jj, first:stop], lse_safe[i0 + first : i0 + stop]
+                    for x in range(stop - first):
+                        row[x] = fast_exp(row[x] - row_lse[x])
+                p_z = st
+                if dropout_p > 0.0:
+                    p_kept[:nk, :n_cols] = st[:nk, :n_cols]
+                    _dropout_factors(p_kept, 0, nq, head_state, dropout_p, keep_scale, i0, j0,
+                                     nk, band_lo, band_hi)
+                    _dropout_factors(dpt, 0, nq, head_state, dropout_p, keep_scale, i0, j0, nk,
+                                     band_lo, band_hi)
+                    p_z = p_kept
+                _over_queries_product(dv_acc, j0, nk, d_value, p_z[:nk], dout_rows[i0 : i0 + nq],
+                                      nq, j0, i0, band_lo, band_hi, tile_cols)
+                for jj in range(nk):
+                    first, stop = _band_columns(j0 + jj, i0, band_lo, band_hi, n_cols)
+                    dpt[jj, :first] = 0.0
+                    dpt[jj, stop:n_cols] = 0.0
+                    p_row, dp_row = st[jj, first:stop], dpt[jj, first:stop]
+                    row_delta = delta[i0 + first : i0 + stop]
+                    for x in range(stop - first):
+                        dp_row[x] = p_row[x] * (dp_row[x] - row_delta[x])
+                _over_queries_product(dk_acc, j0, nk, d_head, dpt[:nk], q_rows[i0 : i0 + nq], nq,
+                                      j0, i0, band_lo, band_hi, tile_cols)
+                _over_keys_product(dq_t, i0, d_head, n_cols, k_block.T, dpt, 0, nk, j0, i0,
+                                   band_lo, band_hi, tile_cols)
+        for i in range(n_queries):
+            for d in range(d_head):
+                dq[b, h, i, d] = scale_t * dq_t[d, i]
+    for j in range(n_keys):
+        for d in range(d_head):
+            dk[b, hk, j, d] = scale_t * dk_acc[j, d]
+        for e in range(d_value):
+            dv[b, hk, j, e] = dv_acc[j, e]
 
 
 @njit(cache=True, parallel=True)
-def _attention_weights_kernel(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed,
-                              block_q, block_k, weights, parallel):
-    n_heads_total = q.shape[0] * q.shape[1]
+def _attention_backward_kernel(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
+                               dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv,
+                               parallel):
+    n_tasks = k.shape[0] * k.shape[1]
     if parallel:
-        for bh in prange(n_heads_total):
-            _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
-                          block_k, weights, bh)
+        for task in prange(n_tasks):
+            _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
+                              dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task)
     else:
-        for bh in range(n_heads_total):
-            _weights_head(q, k, lse, bias, has_bias, is_causal, scale, dropout_p, seed, block_q,
-                          block_k, weights, bh)
+        for task in range(n_tasks):
+            _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
+                              dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task)
 
 
-def _parallel(q: np.ndarray, k: np.ndarray, d_value: int) -> bool:
-    """Whether to spread the heads over threads: several heads and enough multiply-adds."""
-    B, H, T, D = q.shape
-    return B * H > 1 and B * H * T * k.shape[2] * (D + d_value) >= _PARALLEL_MIN_WORK
+def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:
+    """The offsets ``band_lo <= i − j <= band_hi`` query ``i`` may attend key ``j`` at."""
+    unbounded = T + S  # wider than any offset
+    if window_size is None:
+        return (0 if is_causal else -unbounded), unbounded
+    return (0 if is_causal else 1 - window_size), window_size - 1
 
 
-def _check_float_array(name: str, label: str, x: np.ndarray, ndim: int) -> None:
-    if not isinstance(x, np.ndarray):
-        raise TypeError(f"{name}: {label} must be a numpy array, got {type(x).__name__}")
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: {label} must be float32 or float64, got {x.dtype}")
-    if x.ndim != ndim:
-        raise ValueError(f"{name}: {label} must have {ndim} dimensions, got shape {x.shape}")
+def _parallel(n_tasks: int, work: int) -> bool:
+    """Whether to spread the tasks over threads: several tasks and enough multiply-adds."""
+    return n_tasks > 1 and work >= _PARALLEL_MIN_WORK
 
 
-def _prepare_inputs(name, q, k, v, bias, scale, dropout_p, seed):
-    """Validate shapes, dtypes and options; return contiguous arrays and kernel arguments.
-
-    ``v`` may be None (for :func:`attention_weights`); it is then returned as None.
-    """
-    _check_float_array(name, "q", q, 4)
-    _check_float_array(name, "k", k, 4)
-    if v is not None:
-        _check_float_array(name, "v", v, 4)
-    dtypes = {x.dtype for x in (q, k, v) if x is not None}
-    if len(dtypes) > 1:
-        raise TypeError(f"{name}: q, k, v must share one dtype, got {sorted(map(str, dtypes))}")
-    (B, H, T, D), S = q.shape, k.shape[2]
-    if k.shape != (B, H, S, D) or (v is not None and v.shape[:3] != (B, H, S)):
-        got = f"q {q.shape}, k {k.shape}" + (f", v {v.shape}" if v is not None else "")
-        raise ValueError(
-            f"{name}: {got} do not fit; expected q (B, H, T, D), k (B, H, S, D), "
-            f"v (B, H, S, Dv) with B={B}, H={H}, D={D}, S={S}"
-        )
+def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, window_size):
+    """Check the preconditions; return contiguous ``q, k, v`` and the kernels' options."""
+    assert q.dtype in (np.float32, np.float64) and q.dtype == k.dtype == v.dtype, \
+        f"{name}: q, k, v must share one float dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
+    assert q.ndim == k.ndim == v.ndim == 4, \
+        f"{name}: q, k, v must be 4-D, got shapes {q.shape}, {k.shape}, {v.shape}"
+    (B, H, T, D), (Hkv, S) = q.shape, k.shape[1:3]
+    assert k.shape == (B, Hkv, S, D) and v.shape[:3] == (B, Hkv, S) and Hkv > 0 \
+        and H % Hkv == 0, (f"{name}: q {q.shape}, k {k.shape}, v {v.shape} do not fit "
+                           "q (B, H, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv), H % Hkv == 0")
     if bias is None:
-        bias_arr, has_bias = np.zeros((1, 1, 1, 1), q.dtype), False
+        bias, has_bias = np.zeros((1, 1, 1, 1), q.dtype), False
     else:
-        _check_float_array(name, "bias", bias, 4)
-        if any(n not in (1, full) for n, full in zip(bias.shape, (B, H, T, S), strict=True)):
-            raise ValueError(f"{name}: bias of shape {bias.shape} does not broadcast to "
-                             f"(B, H, T, S) = {(B, H, T, S)}; each size must be 1 or full")
-        bias_arr, has_bias = np.ascontiguousarray(bias, dtype=q.dtype), True
+        assert bias.ndim == 4 and all(
+            n in (1, full) for n, full in zip(bias.shape, (B, H, T, S), strict=True)
+        ), f"{name}: bias {bias.shape} does not broadcast to (B, H, T, S) = {(B, H, T, S)}"
+        bias, has_bias = np.ascontiguousarray(bias, dtype=q.dtype), True
     if scale is None:
         scale = 1.0 / math.sqrt(D) if D > 0 else 1.0
-    if not math.isfinite(scale):
-        raise ValueError(f"{name}: scale must be finite, got {scale}")
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"{name}: dropout_p must be in [0, 1], got {dropout_p}")
-    if not 0 <= int(seed) < 2**64:
-        raise ValueError(f"{name}: seed must be in [0, 2**64), got {seed}")
-    arrays = tuple(None if x is None else np.ascontiguousarray(x) for x in (q, k, v))
-    options = (bias_arr, has_bias, float(scale), float(dropout_p), np.uint64(seed))
+    assert math.isfinite(scale), f"{name}: scale must be finite, got {scale}"
+    assert 0.0 <= dropout_p <= 1.0, f"{name}: dropout_p must be in [0, 1], got {dropout_p}"
+    assert 0 <= int(seed) < 2**64, f"{name}: seed must be in [0, 2**64), got {seed}"
+    assert window_size is None or window_size >= 1, \
+        f"{name}: window_size must be None or >= 1, got {window_size}"
+    assert _BLOCK_Q % tile_columns(q.dtype) == 0 and _BLOCK_K % TILE_ROWS == 0
+    band_lo, band_hi = _band(bool(is_causal), window_size, T, S)
+    arrays = tuple(np.ascontiguousarray(x) for x in (q, k, v))
+    options = (bias, has_bias, band_lo, band_hi, float(scale), float(dropout_p), np.uint64(seed),
+               _BLOCK_Q, _BLOCK_K, tile_columns(q.dtype))
     return arrays, options
 
 
@@ -449,13 +480,15 @@ def attention_forward(
     scale: float | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
+    window_size: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Fused attention forward: ``o = (softmax(scale · q kᵀ + bias) ⊙ z) v`` and its ``lse``.
 
     Parameters
     ----------
     q, k, v : np.ndarray
-        ``(B, H, T, D)``, ``(B, H, S, D)``, ``(B, H, S, Dv)``, one float dtype.
+        ``(B, H, T, D)``, ``(B, Hkv, S, D)``, ``(B, Hkv, S, Dv)``, one float dtype, with
+        ``H % Hkv == 0``: query head ``h`` reads key/value head ``h // (H // Hkv)``.
     bias : np.ndarray, optional
         Additive float mask, 4-D, each size 1 (broadcast) or equal to ``(B, H, T, S)``;
         ``-inf`` forbids attending.
@@ -466,8 +499,11 @@ def attention_forward(
     dropout_p : float
         Probability of dropping a weight; kept weights are scaled by ``1 / (1 − p)``.
     seed : int
-        Key of the counter-based dropout mask (see ``counter_rng``); the backward must get the
-        same seed.
+        Key of the counter-based dropout mask (see ``counter_rng``; weight ``(b, h, i, j)``
+        of query head ``h``); the backward must get the same seed.
+    window_size : int, optional
+        Sliding window ``w >= 1``: query ``i`` attends key ``j`` only if ``i − w < j <= i``
+        (with ``is_causal``) or ``|i − j| < w`` (without).
 
     Returns
     -------
@@ -479,20 +515,22 @@ def attention_forward(
     Examples
     --------
     >>> rng = np.random.default_rng(0)
-    >>> q, k, v = (rng.standard_normal((1, 2, 5, 4)) for _ in range(3))
-    >>> out, lse = attention_forward(q, k, v, is_causal=True)
-    >>> ref_out, ref_lse = attention_forward_numpy(q, k, v, is_causal=True)
+    >>> q = rng.standard_normal((1, 4, 5, 3))
+    >>> k, v = (rng.standard_normal((1, 2, 5, 3)) for _ in range(2))  # 2 key/value heads
+    >>> out, lse = attention_forward(q, k, v, is_causal=True, window_size=2)
+    >>> ref_out, ref_lse = attention_forward_numpy(q, k, v, is_causal=True, window_size=2)
     >>> bool(np.allclose(out, ref_out) and np.allclose(lse, ref_lse))
     True
     """
-    (q, k, v), (bias_arr, has_bias, scale, dropout_p, seed) = _prepare_inputs(
-        "attention_forward", q, k, v, bias, scale, dropout_p, seed
-    )
-    B, H, T, _ = q.shape
+    (q, k, v), options = _kernel_options("attention_forward", q, k, v, bias, is_causal, scale,
+                                         dropout_p, seed, window_size)
+    B, H, T, D = q.shape
     out = np.empty((B, H, T, v.shape[3]), q.dtype)
     lse = np.empty((B, H, T), q.dtype)
-    _attention_forward_kernel(q, k, v, bias_arr, has_bias, bool(is_causal), scale, dropout_p,
-                              seed, _BLOCK_Q, _BLOCK_K, out, lse, _parallel(q, k, v.shape[3]))
+    n_tasks = B * H * -(-T // _BLOCK_Q)
+    parallel = _parallel(n_tasks, B * H * T * k.shape[2] * (D + v.shape[3]))
+    with kernel_section:
+        _attention_forward_kernel(q, k, v, *options, out, lse, parallel)
     return out, lse
 
 
@@ -508,60 +546,27 @@ def attention_backward(
     scale: float | None = None,
     dropout_p: float = 0.0,
     seed: int = 0,
+    window_size: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Fused attention backward from the saved ``out`` and ``lse``: returns ``(dq, dk, dv)``.
 
     With ``p = e^(s − lse)``, ``z`` the dropout factor and ``δ_i = dout_i · out_i``:
     ``dv = (p⊙z)ᵀ dout``, ``ds = p ⊙ ((dout vᵀ) ⊙ z − δ)``, ``dq = scale · ds k``,
-    ``dk = scale · dsᵀ q`` (the module docstring derives ``δ``). The other arguments must be
-    those given to :func:`attention_forward`.
+    ``dk = scale · dsᵀ q`` (the module docstring derives ``δ``); ``dk`` and ``dv`` have the
+    shapes of ``k`` and ``v``, each key/value head summing the gradients of its query heads.
+    The other arguments must be those given to :func:`attention_forward`.
     """
     name = "attention_backward"
-    (q, k, v), (bias_arr, has_bias, scale, dropout_p, seed) = _prepare_inputs(
-        name, q, k, v, bias, scale, dropout_p, seed
-    )
-    B, H, T, _ = q.shape
-    expected_out = (B, H, T, v.shape[3])
-    for label, x, shape in (("out", out, expected_out), ("dout", dout, expected_out),
-                            ("lse", lse, (B, H, T))):
-        _check_float_array(name, label, x, len(shape))
-        if x.shape != shape or x.dtype != q.dtype:
-            raise ValueError(f"{name}: {label} has shape {x.shape} and dtype {x.dtype}; "
-                             f"expected {shape} and {q.dtype}")
+    (q, k, v), options = _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed,
+                                         window_size)
+    B, H, T, D = q.shape
+    for label, x, shape in (("out", out, (B, H, T, v.shape[3])),
+                            ("dout", dout, (B, H, T, v.shape[3])), ("lse", lse, (B, H, T))):
+        assert x.shape == shape and x.dtype == q.dtype, \
+            f"{name}: {label} has shape {x.shape} and dtype {x.dtype}; expected {shape}, {q.dtype}"
     out, lse, dout = (np.ascontiguousarray(x) for x in (out, lse, dout))
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    _attention_backward_kernel(q, k, v, out, lse, dout, bias_arr, has_bias, bool(is_causal),
-                               scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K, dq, dk, dv,
-                               _parallel(q, k, v.shape[3]))
+    parallel = _parallel(B * k.shape[1], B * H * T * k.shape[2] * (D + v.shape[3]))
+    with kernel_section:
+        _attention_backward_kernel(q, k, v, out, lse, dout, *options, dq, dk, dv, parallel)
     return dq, dk, dv
-
-
-def attention_weights(
-    q: np.ndarray,
-    k: np.ndarray,
-    lse: np.ndarray,
-    bias: np.ndarray | None = None,
-    is_causal: bool = False,
-    scale: float | None = None,
-    dropout_p: float = 0.0,
-    seed: int = 0,
-) -> np.ndarray:
-    """Materialise the attention weights ``p ⊙ z`` ``(B, H, T, S)`` of a fused forward call.
-
-    ``lse`` is the one :func:`attention_forward` returned. As in ``torch.nn.MultiheadAttention``
-    the weights are those the output was computed with, i.e. after dropout.
-    """
-    name = "attention_weights"
-    (q, k, _), (bias_arr, has_bias, scale, dropout_p, seed) = _prepare_inputs(
-        name, q, k, None, bias, scale, dropout_p, seed
-    )
-    B, H, T, _ = q.shape
-    _check_float_array(name, "lse", lse, 3)
-    if lse.shape != (B, H, T) or lse.dtype != q.dtype:
-        raise ValueError(f"{name}: lse has shape {lse.shape} and dtype {lse.dtype}; "
-                         f"expected {(B, H, T)} and {q.dtype}")
-    weights = np.empty((B, H, T, k.shape[2]), q.dtype)
-    _attention_weights_kernel(q, k, np.ascontiguousarray(lse), bias_arr, has_bias,
-                              bool(is_causal), scale, dropout_p, seed, _BLOCK_Q, _BLOCK_K,
-                              weights, _parallel(q, k, 0))
-    return weights

@@ -124,9 +124,7 @@ class FusedAttention(Function):
         k4 = np.ascontiguousarray(k).reshape(B, Hkv, *k.shape[-2:])  # (B, Hkv, S, D)
         v4 = np.ascontiguousarray(v).reshape(B, Hkv, *v.shape[-2:])  # (B, Hkv, S, Dv)
         options = dict(bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
-                       seed=seed)
-        if window_size is not None:
-            options["window_size"] = window_size
+                       seed=seed, window_size=window_size)
         out, lse = attention_forward(q4, k4, v4, **options)
         ctx.save_for_backward(q4, k4, v4, out, lse, options, mask,
                               (q.shape, k.shape, v.shape))
@@ -146,7 +144,7 @@ class FusedAttention(Function):
         attn_mask = None if mask is None else Tensor(mask)
         out, _ = attention_composed(q, k, v, attn_mask, options["dropout_p"],
                                     options["is_causal"], options["scale"], options["seed"],
-                                    options.get("window_size"))
+                                    options["window_size"])
         wanted = [t for t, need in zip((q, k, v), ctx.needs_input_grad) if need]
         found = iter(grad(out, wanted, grad_out, create_graph=True, allow_unused=True))
         return tuple(next(found) if need else None for need in ctx.needs_input_grad)
