@@ -7,7 +7,6 @@ import re
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import tinyattn as ta
@@ -31,14 +30,10 @@ def test_the_session_prints_what_the_doc_shows():
 
 
 def _namespace() -> dict:
-    rng = np.random.default_rng(0)
     return {
         "torch": ta, "nn": ta.nn, "F": ta.nn.functional, "x": ta.ones(2, 3),
         "model": ta.nn.Linear(3, 2), "ids": ta.tensor([0, 2, 2]), "idx_next": ta.tensor([[16]]),
         "w": ta.ones(2, requires_grad=True),
-        "q": ta.tensor(rng.standard_normal((1, 4, 3, 8))),  # (B, H, T, D)
-        "k": ta.tensor(rng.standard_normal((1, 2, 5, 8))),  # (B, Hkv, S, D): fewer heads
-        "v": ta.tensor(rng.standard_normal((1, 2, 5, 8))),
     }
 
 
