@@ -37,6 +37,17 @@ def _as_outputs(value: Any) -> list[Tensor]:
     return [t for t in outputs if isinstance(t, Tensor)]
 
 
+def _float64_inputs(op: str, inputs: Tensor | Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """The inputs with float tensors copied to float64, and the indices of those to check."""
+    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    args = [Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
+            if isinstance(a, Tensor) and a.dtype.kind == "f" else a for a in items]
+    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    if not checked:
+        raise ValueError(f"{op}: no input has requires_grad=True, so there is nothing to check")
+    return args, checked
+
+
 def _objective(fn: Callable, inputs: Sequence[Any], cotangents: list[np.ndarray]) -> float:
     with no_grad():
         outputs = _as_outputs(fn(*inputs))
@@ -83,15 +94,7 @@ def gradcheck(
     True
     """
     rng = np.random.default_rng(seed)
-    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    args: list[Any] = []
-    for item in items:
-        if isinstance(item, Tensor) and item.dtype.kind == "f":
-            item = Tensor(item.data.astype(np.float64), requires_grad=item.requires_grad)
-        args.append(item)
-    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-    if not checked:
-        raise ValueError("gradcheck: no input has requires_grad=True, so there is nothing to check")
+    args, checked = _float64_inputs("gradcheck", inputs)
 
     outputs = _as_outputs(fn(*args))
     differentiable = [out for out in outputs if out.requires_grad]
@@ -211,13 +214,7 @@ def gradgradcheck(
     True
     """
     rng = np.random.default_rng(seed + 1)
-    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    args = [Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
-            if isinstance(a, Tensor) and a.dtype.kind == "f" else a for a in items]
-    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-    if not checked:
-        raise ValueError("gradgradcheck: no input has requires_grad=True, so there is nothing "
-                         "to check")
+    args, checked = _float64_inputs("gradgradcheck", inputs)
     outputs = [out for out in _as_outputs(fn(*args)) if out.requires_grad]
     if grad_outputs is None:
         cotangents = [Tensor(rng.standard_normal(out.shape), requires_grad=True)
