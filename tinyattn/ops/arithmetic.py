@@ -158,7 +158,7 @@ class Pow(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        from .index import where
+        from .masking import where
         from .unary import log
 
         a, b = ctx.inputs

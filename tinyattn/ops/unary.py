@@ -168,7 +168,7 @@ class Relu(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        from .index import where
+        from .masking import where
 
         (x,) = ctx.inputs
         return (where(x <= 0, 0.0, grad),)
@@ -278,7 +278,7 @@ class Clamp(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        from .index import where
+        from .masking import where
 
         return (where(Tensor(ctx.saved[0]), grad, 0.0),)
 
