@@ -179,13 +179,12 @@ class IndexPut(Function):
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         index, accumulate = ctx.saved
-        dx = dvalues = None
-        if ctx.needs_input_grad[0]:
+        needs_dx, needs_dvalues = ctx.needs_input_grad
+        dx = None
+        if needs_dx:
             dx = grad if accumulate else IndexPut.apply(
                 grad, Tensor(np.zeros((), grad.dtype)), index=index, accumulate=False)
-        if ctx.needs_input_grad[1]:
-            dvalues = GetItem.apply(grad, index=index)
-        return dx, dvalues
+        return dx, GetItem.apply(grad, index=index) if needs_dvalues else None
 
 
 class Cat(Function):
