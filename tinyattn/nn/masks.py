@@ -14,20 +14,14 @@ from typing import Any
 
 import numpy as np
 
+from ..ops import validate
 from ..tensor import Tensor
 
 
-def check_mask(layer: str, label: str, mask: Any, dtype: np.dtype,
-               *shapes: tuple[int, ...]) -> Tensor:
+def _check_shaped(layer: str, label: str, mask: Any, dtype: np.dtype,
+                  *shapes: tuple[int, ...]) -> Tensor:
     """``mask`` as a Tensor, boolean or of the query's ``dtype``, of one of ``shapes``."""
-    if isinstance(mask, np.ndarray):
-        mask = Tensor(mask)
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{layer}: {label} must be a Tensor or numpy array, got "
-                        f"{type(mask).__name__}")
-    if mask.dtype != np.bool_ and mask.dtype != dtype:
-        raise TypeError(f"{layer}: {label} must be boolean or have the query's dtype "
-                        f"{dtype}, got {mask.dtype}")
+    mask = validate.check_mask(layer, label, mask, dtype)
     if mask.shape not in shapes:
         expected = " or ".join(str(shape) for shape in shapes)
         raise ValueError(f"{layer}: {label} has shape {mask.shape}, expected {expected}")
@@ -40,12 +34,12 @@ def layer_masks(layer: str, key_padding_mask: Any, attn_mask: Any, dtype: np.dty
     ``(B, H, T, S)``, ``key_padding_mask`` as ``(B, 1, 1, S)``."""
     masks = []
     if attn_mask is not None:
-        mask = check_mask(layer, "attn_mask", attn_mask, dtype,
-                          (T, S), (B * H, T, S) if batched else (H, T, S))
+        mask = _check_shaped(layer, "attn_mask", attn_mask, dtype,
+                             (T, S), (B * H, T, S) if batched else (H, T, S))
         masks.append(mask if mask.ndim == 2 else mask.reshape(B, H, T, S))  # (B, H, T, S)
     if key_padding_mask is not None:
-        mask = check_mask(layer, "key_padding_mask", key_padding_mask, dtype,
-                          (B, S) if batched else (S,))
+        mask = _check_shaped(layer, "key_padding_mask", key_padding_mask, dtype,
+                             (B, S) if batched else (S,))
         masks.append(mask.reshape(B, 1, 1, S))  # (B, 1, 1, S)
     return masks
 
