@@ -191,26 +191,25 @@ def gradgradcheck(
     fn: Callable[..., Any],
     inputs: Tensor | Sequence[Any],
     grad_outputs: Sequence[Tensor] | None = None,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    raise_exception: bool = True,
-    max_elements: int = 512,
-    directions: int = 8,
+    *,
     seed: int = 0,
+    **options: Any,
 ) -> bool:
     """Compare the second derivatives of ``fn`` with central finite differences.
 
     The function checked is the vector-Jacobian product ``(x, v) ↦ vᵀ ∂fn(x)/∂x`` (one
     backward pass with ``create_graph=True``), for random cotangents ``v`` (or
     ``grad_outputs``); :func:`gradcheck` then differentiates it with respect to both ``x``
-    and ``v`` and compares with finite differences. Arguments as :func:`gradcheck`.
+    and ``v`` and compares with finite differences. ``seed`` and the other keyword arguments
+    (``eps``, ``atol``, ``rtol``, ``raise_exception``, ``max_elements``, ``directions``) are
+    those of :func:`gradcheck`, keyword-only as in PyTorch.
 
     Examples
     --------
     >>> import tinyattn as ta
     >>> x = ta.randn(2, 3, dtype="float64", requires_grad=True)
-    >>> ta.gradgradcheck(lambda t: (t * t).softmax(dim=-1), (x,))
+    >>> v = ta.randn(2, 3, dtype="float64")  # the cotangent of the first backward pass
+    >>> ta.gradgradcheck(lambda t: (t * t).softmax(dim=-1), (x,), grad_outputs=[v])
     True
     """
     rng = np.random.default_rng(seed + 1)
@@ -232,6 +231,4 @@ def gradgradcheck(
                          allow_unused=True)
         return tuple(g for g in found if g is not None)
 
-    return gradcheck(vector_jacobian_product, [*args, *cotangents], eps=eps, atol=atol,
-                     rtol=rtol, raise_exception=raise_exception, max_elements=max_elements,
-                     directions=directions, seed=seed)
+    return gradcheck(vector_jacobian_product, [*args, *cotangents], seed=seed, **options)
