@@ -57,6 +57,7 @@ from .creation import (
     zeros,
     zeros_like,
 )
+from .devices import device
 from .dtypes import (
     bool_,
     float32,
@@ -149,7 +150,7 @@ from .ops import (
 from .printing import set_printoptions
 from .random import manual_seed, multinomial, seed
 from .serialization import load, save
-from .tensor import Size, Tensor, device
+from .tensor import Size, Tensor
 
 # PyTorch's other names for the dtypes, and its constants
 float = float32  # noqa: A001

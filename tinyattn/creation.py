@@ -13,9 +13,10 @@ from typing import Any
 import numpy as np
 
 from . import dtypes
+from .devices import check_device
 from .ops.validate import ShapeError, check_int, is_int, shape_arg
 from .random import generator
-from .tensor import Tensor, check_device
+from .tensor import Tensor
 
 
 def _make(array: np.ndarray, device: Any, requires_grad: bool, op: str) -> Tensor:

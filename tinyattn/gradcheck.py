@@ -37,6 +37,17 @@ def _as_outputs(value: Any) -> list[Tensor]:
     return [t for t in outputs if isinstance(t, Tensor)]
 
 
+def _float64_inputs(op: str, inputs: Tensor | Sequence[Any]) -> tuple[list[Any], list[int]]:
+    """The inputs with float tensors copied to float64, and the indices of those to check."""
+    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
+    args = [Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
+            if isinstance(a, Tensor) and a.dtype.kind == "f" else a for a in items]
+    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
+    if not checked:
+        raise ValueError(f"{op}: no input has requires_grad=True, so there is nothing to check")
+    return args, checked
+
+
 def _objective(fn: Callable, inputs: Sequence[Any], cotangents: list[np.ndarray]) -> float:
     with no_grad():
         outputs = _as_outputs(fn(*inputs))
@@ -83,15 +94,7 @@ def gradcheck(
     True
     """
     rng = np.random.default_rng(seed)
-    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    args: list[Any] = []
-    for item in items:
-        if isinstance(item, Tensor) and item.dtype.kind == "f":
-            item = Tensor(item.data.astype(np.float64), requires_grad=item.requires_grad)
-        args.append(item)
-    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-    if not checked:
-        raise ValueError("gradcheck: no input has requires_grad=True, so there is nothing to check")
+    args, checked = _float64_inputs("gradcheck", inputs)
 
     outputs = _as_outputs(fn(*args))
     differentiable = [out for out in outputs if out.requires_grad]
@@ -188,36 +191,29 @@ def gradgradcheck(
     fn: Callable[..., Any],
     inputs: Tensor | Sequence[Any],
     grad_outputs: Sequence[Tensor] | None = None,
-    eps: float = 1e-6,
-    atol: float = 1e-5,
-    rtol: float = 1e-3,
-    raise_exception: bool = True,
-    max_elements: int = 512,
-    directions: int = 8,
+    *,
     seed: int = 0,
+    **options: Any,
 ) -> bool:
     """Compare the second derivatives of ``fn`` with central finite differences.
 
     The function checked is the vector-Jacobian product ``(x, v) ↦ vᵀ ∂fn(x)/∂x`` (one
     backward pass with ``create_graph=True``), for random cotangents ``v`` (or
     ``grad_outputs``); :func:`gradcheck` then differentiates it with respect to both ``x``
-    and ``v`` and compares with finite differences. Arguments as :func:`gradcheck`.
+    and ``v`` and compares with finite differences. ``seed`` and the other keyword arguments
+    (``eps``, ``atol``, ``rtol``, ``raise_exception``, ``max_elements``, ``directions``) are
+    those of :func:`gradcheck`, keyword-only as in PyTorch.
 
     Examples
     --------
     >>> import tinyattn as ta
     >>> x = ta.randn(2, 3, dtype="float64", requires_grad=True)
-    >>> ta.gradgradcheck(lambda t: (t * t).softmax(dim=-1), (x,))
+    >>> v = ta.randn(2, 3, dtype="float64")  # the cotangent of the first backward pass
+    >>> ta.gradgradcheck(lambda t: (t * t).softmax(dim=-1), (x,), grad_outputs=[v])
     True
     """
     rng = np.random.default_rng(seed + 1)
-    items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    args = [Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
-            if isinstance(a, Tensor) and a.dtype.kind == "f" else a for a in items]
-    checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
-    if not checked:
-        raise ValueError("gradgradcheck: no input has requires_grad=True, so there is nothing "
-                         "to check")
+    args, checked = _float64_inputs("gradgradcheck", inputs)
     outputs = [out for out in _as_outputs(fn(*args)) if out.requires_grad]
     if grad_outputs is None:
         cotangents = [Tensor(rng.standard_normal(out.shape), requires_grad=True)
@@ -235,6 +231,4 @@ def gradgradcheck(
                          allow_unused=True)
         return tuple(g for g in found if g is not None)
 
-    return gradcheck(vector_jacobian_product, [*args, *cotangents], eps=eps, atol=atol,
-                     rtol=rtol, raise_exception=raise_exception, max_elements=max_elements,
-                     directions=directions, seed=seed)
+    return gradcheck(vector_jacobian_product, [*args, *cotangents], seed=seed, **options)

@@ -359,14 +359,12 @@ class TransformerLM(HookedModule):
         slides (the oldest key and value drop out) and each step still costs one position.
         """
         name = "TransformerLM.generate"
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or (
-                max_new_tokens < 0):
+        if not is_int(max_new_tokens) or max_new_tokens < 0:
             raise ValueError(f"{name}: max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
         if not temperature > 0:
             raise ValueError(f"{name}: temperature must be > 0, got {temperature!r}")
         vocab = self.config.vocab_size
-        if top_k is not None and (isinstance(top_k, bool) or not isinstance(top_k, int)
-                                  or not 1 <= top_k <= vocab):
+        if top_k is not None and (not is_int(top_k) or not 1 <= top_k <= vocab):
             raise ValueError(f"{name}: top_k must be None or an int in [1, {vocab}], got "
                              f"{top_k!r}")
         cache = self.new_cache() if use_cache else None

@@ -3,7 +3,7 @@
 Dtype rules (PyTorch's): a numpy float array keeps its dtype; Python floats become float32,
 Python ints int64, bools bool; ops promote as :mod:`tinyattn.dtypes` says. Only floating point
 tensors can require grad. Every operator and method is a function of :mod:`tinyattn.ops` (the
-methods are bound in :mod:`tinyattn.tensor_methods`).
+operators and methods are bound in :mod:`tinyattn.tensor_methods`).
 
 In-place ops (``x.add_(y)``, ``x.masked_fill_(m, v)``, ``x[i] = v``) follow PyTorch's autograd
 rules: the new value is computed by the ordinary op, written into ``x``'s memory (so views of
@@ -21,7 +21,10 @@ from typing import Any
 import numpy as np
 
 from . import autograd, dtypes
+from .devices import CPU, check_device, device
 from .dtypes import float32, float64, int64
+
+__all__ = ["CPU", "Size", "Tensor", "as_tensor", "check_device", "device"]
 
 
 class _Version:
@@ -95,42 +98,6 @@ class _HookHandle:
     def remove(self) -> None:
         if self._hook in self._hooks:
             self._hooks.remove(self._hook)
-
-
-class device:  # noqa: N801  (PyTorch's name)
-    """``ta.device('cpu')``: the only device tinyattn has; any other is a clear error."""
-
-    def __init__(self, type: Any = "cpu", index: int | None = None):
-        name = type.type if isinstance(type, device) else str(type)
-        if name.split(":")[0] != "cpu":
-            raise RuntimeError(f"tinyattn runs on the CPU only: device {name!r} is not "
-                               "available (use 'cpu')")
-        self.type = "cpu"
-        self.index = None
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, (device, str)) and str(other).split(":")[0] == "cpu"
-
-    def __hash__(self) -> int:
-        return hash("cpu")
-
-    def __str__(self) -> str:
-        return "cpu"
-
-    def __repr__(self) -> str:
-        return "device(type='cpu')"
-
-
-CPU = device("cpu")
-
-
-def check_device(device_: Any, op: str) -> None:
-    """Accept ``None`` or the CPU; any other device is a clear error naming ``op``."""
-    if device_ is not None:
-        try:
-            device(device_)
-        except RuntimeError as err:
-            raise RuntimeError(f"{op}: {err}") from None
 
 
 class Tensor:
@@ -421,88 +388,7 @@ class Tensor:
         self._check_inplace("__setitem__")
         self._assign(setitem(self, index, value), "__setitem__")
 
-    # ---- operators --------------------------------------------------------------------------
-    def __add__(self, other: Any) -> Tensor:
-        return _ops.add(self, other)
-
-    def __radd__(self, other: Any) -> Tensor:
-        return _ops.add(other, self)
-
-    def __sub__(self, other: Any) -> Tensor:
-        return _ops.sub(self, other)
-
-    def __rsub__(self, other: Any) -> Tensor:
-        return _ops.sub(other, self)
-
-    def __mul__(self, other: Any) -> Tensor:
-        return _ops.mul(self, other)
-
-    def __rmul__(self, other: Any) -> Tensor:
-        return _ops.mul(other, self)
-
-    def __truediv__(self, other: Any) -> Tensor:
-        return _ops.div(self, other)
-
-    def __rtruediv__(self, other: Any) -> Tensor:
-        return _ops.div(other, self)
-
-    def __floordiv__(self, other: Any) -> Tensor:
-        return _ops.floor_divide(self, other)
-
-    def __rfloordiv__(self, other: Any) -> Tensor:
-        return _ops.floor_divide(other, self)
-
-    def __mod__(self, other: Any) -> Tensor:
-        return _ops.remainder(self, other)
-
-    def __pow__(self, other: Any) -> Tensor:
-        return _ops.pow(self, other)
-
-    def __rpow__(self, other: Any) -> Tensor:
-        return _ops.pow(other, self)
-
-    def __matmul__(self, other: Any) -> Tensor:
-        return _ops.matmul(self, other)
-
-    def __rmatmul__(self, other: Any) -> Tensor:
-        return _ops.matmul(other, self)
-
-    def __neg__(self) -> Tensor:
-        return _ops.neg(self)
-
-    def __pos__(self) -> Tensor:
-        return self
-
-    def __abs__(self) -> Tensor:
-        return _ops.abs(self)
-
-    def __getitem__(self, index: Any) -> Tensor:
-        return _ops.getitem(self, index)
-
-    def __iadd__(self, other: Any) -> Tensor:
-        return self.add_(other)
-
-    def __isub__(self, other: Any) -> Tensor:
-        return self.sub_(other)
-
-    def __imul__(self, other: Any) -> Tensor:
-        return self.mul_(other)
-
-    def __itruediv__(self, other: Any) -> Tensor:
-        return self.div_(other)
-
-    def __lt__(self, other: Any) -> Tensor:
-        return _ops.lt(self, other)
-
-    def __le__(self, other: Any) -> Tensor:
-        return _ops.le(self, other)
-
-    def __gt__(self, other: Any) -> Tensor:
-        return _ops.gt(self, other)
-
-    def __ge__(self, other: Any) -> Tensor:
-        return _ops.ge(self, other)
-
+    # ---- comparison with None ---------------------------------------------------------------
     def __eq__(self, other: Any) -> Tensor | bool:  # type: ignore[override]
         if other is None:  # PyTorch: a tensor never equals None
             return False
@@ -514,24 +400,6 @@ class Tensor:
         return _ops.ne(self, other)
 
     __hash__ = object.__hash__
-
-    def __and__(self, other: Any) -> Tensor:
-        return _ops.logical_op("and", self, other)
-
-    def __rand__(self, other: Any) -> Tensor:
-        return _ops.logical_op("and", other, self)
-
-    def __or__(self, other: Any) -> Tensor:
-        return _ops.logical_op("or", self, other)
-
-    def __ror__(self, other: Any) -> Tensor:
-        return _ops.logical_op("or", other, self)
-
-    def __xor__(self, other: Any) -> Tensor:
-        return _ops.logical_op("xor", self, other)
-
-    def __invert__(self) -> Tensor:
-        return _ops.logical_op("not", self, None)
 
     @property
     def T(self) -> Tensor:

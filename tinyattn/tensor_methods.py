@@ -1,5 +1,6 @@
 """Tensor methods: each is the function of the same name in :mod:`tinyattn.ops`, bound to the
-class (``x.softmax(-1)`` is ``ta.softmax(x, -1)``), plus the in-place forms (``x.add_(y)``).
+class (``x.softmax(-1)`` is ``ta.softmax(x, -1)``), plus the in-place forms (``x.add_(y)``)
+and the operators (``x + y`` is ``ta.add(x, y)``, ``2 - x`` is ``ta.sub(2, x)``).
 
 An in-place method computes the ordinary op out of place and writes the result into ``x``
 (:meth:`Tensor._assign`): the op is recorded as usual, and ``x`` takes its ``grad_fn``.
@@ -8,13 +9,15 @@ An in-place method computes the ordinary op out of place and writes the result i
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from . import dtypes, ops
+from .devices import check_device
 from .random import generator
-from .tensor import Tensor, check_device
+from .tensor import Tensor
 
 _FUNCTIONS = (
     "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bmm", "chunk", "clamp", "clone",
@@ -31,6 +34,26 @@ _IN_PLACE = (
     "abs", "add", "clamp", "cos", "div", "exp", "log", "masked_fill", "mul", "neg", "pow",
     "relu", "sigmoid", "sin", "sqrt", "sub", "tanh", "tril", "triu",
 )
+
+
+_OPERATORS = {
+    "add": ops.add, "sub": ops.sub, "mul": ops.mul, "truediv": ops.div,
+    "floordiv": ops.floor_divide, "mod": ops.remainder, "pow": ops.pow, "matmul": ops.matmul,
+    "lt": ops.lt, "le": ops.le, "gt": ops.gt, "ge": ops.ge, "and": partial(ops.logical_op, "and"),
+    "or": partial(ops.logical_op, "or"), "xor": partial(ops.logical_op, "xor"),
+}
+"""``x.__NAME__(y)`` is ``FUNCTION(x, y)``."""
+_REFLECTED = ("add", "sub", "mul", "truediv", "floordiv", "pow", "matmul", "and", "or")
+"""``x.__rNAME__(y)`` is ``FUNCTION(y, x)``."""
+_AUGMENTED = {"iadd": "add_", "isub": "sub_", "imul": "mul_", "itruediv": "div_"}
+"""``x.__NAME__(y)`` is the in-place method ``x.METHOD(y)``."""
+
+
+def _operator(fn: Callable[..., Tensor], reflected: bool) -> Callable[[Tensor, Any], Tensor]:
+    def method(self: Tensor, other: Any) -> Tensor:
+        return fn(other, self) if reflected else fn(self, other)
+
+    return method
 
 
 def _in_place(name: str, fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
@@ -170,6 +193,17 @@ def bind() -> None:
         setattr(Tensor, name, getattr(ops, name))
     for name in _IN_PLACE:
         setattr(Tensor, f"{name}_", _in_place(name, getattr(ops, name)))
+    for name, function in _OPERATORS.items():
+        setattr(Tensor, f"__{name}__", _operator(function, False))
+        if name in _REFLECTED:
+            setattr(Tensor, f"__r{name}__", _operator(function, True))
+    for name, method in _AUGMENTED.items():
+        setattr(Tensor, f"__{name}__", getattr(Tensor, method))
+    Tensor.__invert__ = lambda self: ops.logical_op("not", self, None)
+    Tensor.__neg__ = ops.neg
+    Tensor.__pos__ = lambda self: self
+    Tensor.__abs__ = ops.abs
+    Tensor.__getitem__ = ops.getitem
     Tensor.clip = ops.clamp
     Tensor.clip_ = Tensor.clamp_
     Tensor.to = to

@@ -45,10 +45,13 @@ def _leaves(inputs: tuple, create_graph: bool) -> tuple:
     return tuple(x.detach().requires_grad_(True) for x in inputs)
 
 
-def _float_inputs(inputs: tuple, op: str) -> None:
-    for i, x in enumerate(inputs):
+def _float_inputs(inputs: Any, op: str) -> tuple[tuple, bool]:
+    """``inputs`` as a tuple of float tensors, and whether it was a single tensor."""
+    xs, single = _tuple(inputs, "inputs", op)
+    for i, x in enumerate(xs):
         if x.dtype.kind != "f":
             raise TypeError(f"{op}: inputs[{i}] must be a floating point tensor, got {x.dtype}")
+    return xs, single
 
 
 def _vectors(v: Any, like: tuple, op: str, label: str = "v") -> tuple:
@@ -95,6 +98,11 @@ def _call(func: Callable, inputs: tuple, op: str) -> tuple[tuple, bool]:
     return _tuple(outputs, "the output of func", op)
 
 
+def _gradient(out: Any, leaves: tuple, strict: bool, op: str) -> tuple:
+    """``∂out/∂leaves`` of a one-element ``out``, recorded for a second differentiation."""
+    return _grads((out,), leaves, _vectors(None, (out,), op), True, strict, op)
+
+
 def _shaped(values: tuple, single: bool) -> Any:
     return values[0] if single else values
 
@@ -110,13 +118,11 @@ def vjp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     Examples
     --------
     >>> import tinyattn as ta
-    >>> out, vjp_ = ta.autograd.functional.vjp(lambda x: x ** 2, ta.tensor([1.0, 3.0]),
-    ...                                        ta.tensor([1.0, 1.0]))
-    >>> vjp_.tolist()
+    >>> x = ta.tensor([1.0, 3.0])
+    >>> ta.autograd.functional.vjp(lambda t: t ** 2, x, ta.ones_like(x))[1].tolist()
     [2.0, 6.0]
     """
-    xs, single_in = _tuple(inputs, "inputs", "vjp")
-    _float_inputs(xs, "vjp")
+    xs, single_in = _float_inputs(inputs, "vjp")
     xs = _leaves(xs, create_graph)
     outputs, single_out = _call(func, xs, "vjp")
     vs = _vectors(v, outputs, "vjp")
@@ -136,15 +142,13 @@ def jvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     Examples
     --------
     >>> import tinyattn as ta
-    >>> out, jvp_ = ta.autograd.functional.jvp(lambda x: x ** 2, ta.tensor([1.0, 3.0]),
-    ...                                        ta.tensor([1.0, 0.5]))
-    >>> jvp_.tolist()
+    >>> ta.autograd.functional.jvp(lambda t: t ** 2, ta.tensor([1.0, 3.0]),
+    ...                            ta.tensor([1.0, 0.5]))[1].tolist()
     [2.0, 3.0]
     """
     from ..tensor import Tensor
 
-    xs, single_in = _tuple(inputs, "inputs", "jvp")
-    _float_inputs(xs, "jvp")
+    xs, single_in = _float_inputs(inputs, "jvp")
     vs = _vectors(v, xs, "jvp")
     xs = _leaves(xs, create_graph)
     outputs, single_out = _call(func, xs, "jvp")
@@ -186,8 +190,7 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
 
     if strategy != "reverse-mode":
         raise ValueError(f"jacobian: only strategy='reverse-mode' is supported, got {strategy!r}")
-    xs, single_in = _tuple(inputs, "inputs", "jacobian")
-    _float_inputs(xs, "jacobian")
+    xs, single_in = _float_inputs(inputs, "jacobian")
     xs = _leaves(xs, create_graph)
     outputs, single_out = _call(func, xs, "jacobian")
     rows: list[tuple] = []
@@ -245,8 +248,7 @@ def hessian(func: Callable, inputs: Any, create_graph: bool = False, strict: boo
 
     def gradient(*leaves: Any) -> Any:
         out = scalar(*leaves)
-        return _grads((out,), leaves, _vectors(None, (out,), "hessian"), True, strict,
-                      "hessian")
+        return _gradient(out, leaves, strict, "hessian")
 
     result = jacobian(gradient, xs, create_graph=create_graph, strict=strict,
                       strategy=outer_jacobian_strategy)
@@ -266,13 +268,12 @@ def vhp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     >>> ta.autograd.functional.vhp(lambda t: (t ** 3).sum(), x, ta.ones_like(x))[1].tolist()
     [6.0, 12.0]
     """
-    xs, single_in = _tuple(inputs, "inputs", "vhp")
-    _float_inputs(xs, "vhp")
+    xs, single_in = _float_inputs(inputs, "vhp")
     vs = _vectors(v, xs, "vhp")
     xs = _leaves(xs, create_graph)
     out = _scalar_function(func, "vhp")(*xs)
     with enable_grad():
-        first = _grads((out,), xs, _vectors(None, (out,), "vhp"), True, strict, "vhp")
+        first = _gradient(out, xs, strict, "vhp")
     result = _grads(first, xs, vs, create_graph, strict, "vhp")
     value = out if create_graph else out.detach()
     return value, _shaped(result, single_in)
@@ -288,18 +289,19 @@ def hvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     Examples
     --------
     >>> import tinyattn as ta
-    >>> x = ta.tensor([1.0, 2.0], dtype=ta.float64)
-    >>> ta.autograd.functional.hvp(lambda t: (t ** 3).sum(), x, ta.ones_like(x))[1].tolist()
-    [6.0, 12.0]
+    >>> from tinyattn.autograd.functional import hvp, vhp
+    >>> cube = lambda t: (t ** 3).sum()                # H = diag(6 x)
+    >>> x, v = ta.tensor([1.0, 2.0], dtype=ta.float64), ta.tensor([1.0, -1.0], dtype=ta.float64)
+    >>> hvp(cube, x, v)[1].tolist(), vhp(cube, x, v)[1].tolist()
+    ([6.0, -12.0], [6.0, -12.0])
     """
     scalar = _scalar_function(func, "hvp")
-    xs, single_in = _tuple(inputs, "inputs", "hvp")
-    _float_inputs(xs, "hvp")
+    xs, single_in = _float_inputs(inputs, "hvp")
     vs = _vectors(v, xs, "hvp")
 
     def gradient(*leaves: Any) -> tuple:
         out = scalar(*leaves)
-        return _grads((out,), leaves, _vectors(None, (out,), "hvp"), True, strict, "hvp")
+        return _gradient(out, leaves, strict, "hvp")
 
     value = scalar(*_leaves(xs, create_graph))
     _, result = jvp(gradient, xs, vs, create_graph=create_graph, strict=strict)

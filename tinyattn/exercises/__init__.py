@@ -28,8 +28,8 @@ from . import attention_head, cross_entropy, dropout_attention, layer_norm, soft
 from .exercise import Case, Exercise, Mistake
 from .grader import ExerciseFileError, Grade, check_file
 
-EXERCISES: dict[str, Exercise] = {module.EXERCISE.name: module.EXERCISE for module in (
-    softmax, layer_norm, attention_head, cross_entropy, dropout_attention)}
+EXERCISES: dict[str, Exercise] = {exercise.name: exercise for exercise in map(
+    Exercise.from_module, (softmax, layer_norm, attention_head, cross_entropy, dropout_attention))}
 
 
 def write_stub(name: str, directory: str | os.PathLike, overwrite: bool = False) -> Path:

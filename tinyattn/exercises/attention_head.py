@@ -6,7 +6,10 @@ import numpy as np
 
 from ..functional.attention import scaled_dot_product_attention
 from ..tensor import Tensor
-from .exercise import Case, Exercise, Mistake, attention_weights, swap
+from .exercise import Case, Mistake, attention_inputs, attention_weights, swap
+
+SUMMARY = "dQ, dK and dV of softmax(s · Q Kᵀ) V, with and without a causal mask"
+INPUTS = ("q", "k", "v")
 
 STUB = '''"""Exercise: the backward pass of one attention head — dQ, dK and dV.
 
@@ -48,21 +51,18 @@ def backward(d_out, cache):
 '''
 
 
-def _cases(rng: np.random.Generator) -> list[Case]:
-    def head(T: int, S: int, D: int, Dv: int, lead: tuple[int, ...]) -> dict[str, np.ndarray]:
-        return {"q": rng.standard_normal(lead + (T, D)), "k": rng.standard_normal(lead + (S, D)),
-                "v": rng.standard_normal(lead + (S, Dv))}
-
+def cases(rng: np.random.Generator) -> list[Case]:
     return [
-        Case("one head, T = S = 4, D = 3, causal", head(4, 4, 3, 3, ()), {"causal": True}),
-        Case("batch of 2, T = 3 queries, S = 5 keys, D = 2, Dv = 3", head(3, 5, 2, 3, (2,)),
-             {"causal": False}),
-        Case("(B, H) = (2, 2), T = S = 5, D = 4, causal", head(5, 5, 4, 4, (2, 2)),
+        Case("one head, T = S = 4, D = 3, causal", attention_inputs(rng, (), 4, 4, 3, 3),
              {"causal": True}),
+        Case("batch of 2, T = 3 queries, S = 5 keys, D = 2, Dv = 3",
+             attention_inputs(rng, (2,), 3, 5, 2, 3), {"causal": False}),
+        Case("(B, H) = (2, 2), T = S = 5, D = 4, causal",
+             attention_inputs(rng, (2, 2), 5, 5, 4, 4), {"causal": True}),
     ]
 
 
-def _reference(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
+def reference(q: Tensor, k: Tensor, v: Tensor, causal: bool) -> Tensor:
     return scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
@@ -88,25 +88,17 @@ def _mistake(dq_scale: bool = True, dk_scale: bool = True, dk_transposed: bool =
     return gradients
 
 
-EXERCISE = Exercise(
-    name="attention_head",
-    summary="dQ, dK and dV of softmax(s · Q Kᵀ) V, with and without a causal mask",
-    stub=STUB,
-    inputs=("q", "k", "v"),
-    cases=_cases,
-    reference=_reference,
-    mistakes=(
-        Mistake("the scale s = 1/√D is missing in dQ: S = s · Q Kᵀ, so dQ = s · dS K",
-                _mistake(dq_scale=False)),
-        Mistake("the scale s = 1/√D is missing in dK: S = s · Q Kᵀ, so dK = s · dSᵀ Q",
-                _mistake(dk_scale=False)),
-        Mistake("the scale s = 1/√D is missing in dQ and in dK (dQ = s · dS K, "
-                "dK = s · dSᵀ Q)", _mistake(dq_scale=False, dk_scale=False)),
-        Mistake("a transpose is missing in dK: dK = s · dSᵀ Q (keys are the columns of S), "
-                "not s · dS Q", _mistake(dk_transposed=False)),
-        Mistake("a transpose is missing in dV: O = P V gives dV = Pᵀ dO, not P dO",
-                _mistake(dv_transposed=False)),
-        Mistake("the row-sum term of the softmax backward is missing: dS = P ⊙ (dP − "
-                "rowsum(dP ⊙ P)), not P ⊙ dP", _mistake(row_sum=False)),
-    ),
+MISTAKES = (
+    Mistake("the scale s = 1/√D is missing in dQ: S = s · Q Kᵀ, so dQ = s · dS K",
+            _mistake(dq_scale=False)),
+    Mistake("the scale s = 1/√D is missing in dK: S = s · Q Kᵀ, so dK = s · dSᵀ Q",
+            _mistake(dk_scale=False)),
+    Mistake("the scale s = 1/√D is missing in dQ and in dK (dQ = s · dS K, "
+            "dK = s · dSᵀ Q)", _mistake(dq_scale=False, dk_scale=False)),
+    Mistake("a transpose is missing in dK: dK = s · dSᵀ Q (keys are the columns of S), "
+            "not s · dS Q", _mistake(dk_transposed=False)),
+    Mistake("a transpose is missing in dV: O = P V gives dV = Pᵀ dO, not P dO",
+            _mistake(dv_transposed=False)),
+    Mistake("the row-sum term of the softmax backward is missing: dS = P ⊙ (dP − "
+            "rowsum(dP ⊙ P)), not P ⊙ dP", _mistake(row_sum=False)),
 )

@@ -6,7 +6,10 @@ import numpy as np
 
 from ..functional.loss import cross_entropy
 from ..tensor import Tensor
-from .exercise import Case, Exercise, Mistake, softmax_rows
+from .exercise import Case, Mistake, softmax_rows
+
+SUMMARY = "d logits of the mean cross-entropy: softmax − one-hot, over N"
+INPUTS = ("logits",)
 
 STUB = '''"""Exercise: the backward pass of the cross-entropy loss.
 
@@ -37,7 +40,7 @@ def backward(d_loss, cache):
 '''
 
 
-def _cases(rng: np.random.Generator) -> list[Case]:
+def cases(rng: np.random.Generator) -> list[Case]:
     def case(N: int, C: int) -> Case:
         return Case(f"logits ({N}, {C})", {"logits": 2.0 * rng.standard_normal((N, C))},
                     {"targets": rng.integers(0, C, N)})
@@ -45,7 +48,7 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     return [case(6, 5), case(3, 4), case(1, 7)]
 
 
-def _reference(logits: Tensor, targets: np.ndarray) -> Tensor:
+def reference(logits: Tensor, targets: np.ndarray) -> Tensor:
     return cross_entropy(logits, Tensor(targets))
 
 
@@ -61,19 +64,11 @@ def _mistake(divisor: str = "N", upstream: bool = True):
     return gradients
 
 
-EXERCISE = Exercise(
-    name="cross_entropy",
-    summary="d logits of the mean cross-entropy: softmax − one-hot, over N",
-    stub=STUB,
-    inputs=("logits",),
-    cases=_cases,
-    reference=_reference,
-    mistakes=(
-        Mistake("sum instead of mean: the loss is the mean over the N rows, so dlogits = "
-                "(softmax − onehot) / N (times d_loss)", _mistake(divisor="1")),
-        Mistake("mean over all N·C entries instead of over the N rows: dlogits = (softmax − "
-                "onehot) / N", _mistake(divisor="N·C")),
-        Mistake("the upstream gradient d_loss is ignored: multiply by it (the chain rule)",
-                _mistake(upstream=False)),
-    ),
+MISTAKES = (
+    Mistake("sum instead of mean: the loss is the mean over the N rows, so dlogits = "
+            "(softmax − onehot) / N (times d_loss)", _mistake(divisor="1")),
+    Mistake("mean over all N·C entries instead of over the N rows: dlogits = (softmax − "
+            "onehot) / N", _mistake(divisor="N·C")),
+    Mistake("the upstream gradient d_loss is ignored: multiply by it (the chain rule)",
+            _mistake(upstream=False)),
 )

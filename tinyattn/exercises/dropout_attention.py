@@ -6,7 +6,10 @@ import numpy as np
 
 from ..ops import masked_fill, matmul, softmax
 from ..tensor import Tensor
-from .exercise import Case, Exercise, Mistake, attention_weights, swap
+from .exercise import Case, Mistake, attention_inputs, attention_weights, swap
+
+SUMMARY = "dQ, dK and dV of attention with inverted dropout on the weights"
+INPUTS = ("q", "k", "v")
 
 STUB = '''"""Exercise: the backward pass of attention with dropout on the weights.
 
@@ -47,11 +50,10 @@ def backward(d_out, cache):
 '''
 
 
-def _cases(rng: np.random.Generator) -> list[Case]:
+def cases(rng: np.random.Generator) -> list[Case]:
     def case(label: str, T: int, S: int, D: int, lead: tuple[int, ...], drop: float,
              is_causal: bool) -> Case:
-        arrays = {"q": rng.standard_normal(lead + (T, D)), "k": rng.standard_normal(lead + (S, D)),
-                  "v": rng.standard_normal(lead + (S, D))}
+        arrays = attention_inputs(rng, lead, T, S, D, D)
         keep = rng.random(lead + (T, S)) >= drop
         return Case(label, arrays, {"keep": keep, "p": drop, "causal": is_causal})
 
@@ -62,7 +64,7 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     ]
 
 
-def _reference(q: Tensor, k: Tensor, v: Tensor, keep: np.ndarray, p: float,
+def reference(q: Tensor, k: Tensor, v: Tensor, keep: np.ndarray, p: float,
                causal: bool) -> Tensor:
     scores = matmul(q, k.transpose(-2, -1)) * (1.0 / np.sqrt(q.shape[-1]))  # (..., T, S)
     if causal:
@@ -87,24 +89,16 @@ def _mistake(mask_in_dp: bool = True, mask_in_dv: bool = True, rescale: bool = T
     return gradients
 
 
-EXERCISE = Exercise(
-    name="dropout_attention",
-    summary="dQ, dK and dV of attention with inverted dropout on the weights",
-    stub=STUB,
-    inputs=("q", "k", "v"),
-    cases=_cases,
-    reference=_reference,
-    mistakes=(
-        Mistake("the dropout mask is not reapplied in the backward: the gradient at the "
-                "weights is dW = dO Vᵀ, and dP = dW ⊙ keep / (1 − p) before the softmax "
-                "backward", _mistake(mask_in_dp=False)),
-        Mistake("the dropout mask is not reapplied in the backward: dV = Wᵀ dO with the "
-                "dropped weights W = P ⊙ keep / (1 − p), not Pᵀ dO", _mistake(mask_in_dv=False)),
-        Mistake("the dropout mask is not reapplied in the backward, neither to dP nor in dV "
-                "(W = P ⊙ keep / (1 − p) is what multiplied V)",
-                _mistake(mask_in_dp=False, mask_in_dv=False)),
-        Mistake("the mask is reapplied to dP without its 1 / (1 − p) scale: inverted dropout "
-                "multiplies the kept weights by 1 / (1 − p), so dP = dW ⊙ keep / (1 − p)",
-                _mistake(rescale=False)),
-    ),
+MISTAKES = (
+    Mistake("the dropout mask is not reapplied in the backward: the gradient at the "
+            "weights is dW = dO Vᵀ, and dP = dW ⊙ keep / (1 − p) before the softmax "
+            "backward", _mistake(mask_in_dp=False)),
+    Mistake("the dropout mask is not reapplied in the backward: dV = Wᵀ dO with the "
+            "dropped weights W = P ⊙ keep / (1 − p), not Pᵀ dO", _mistake(mask_in_dv=False)),
+    Mistake("the dropout mask is not reapplied in the backward, neither to dP nor in dV "
+            "(W = P ⊙ keep / (1 − p) is what multiplied V)",
+            _mistake(mask_in_dp=False, mask_in_dv=False)),
+    Mistake("the mask is reapplied to dP without its 1 / (1 − p) scale: inverted dropout "
+            "multiplies the kept weights by 1 / (1 − p), so dP = dW ⊙ keep / (1 − p)",
+            _mistake(rescale=False)),
 )

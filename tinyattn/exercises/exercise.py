@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -52,6 +53,21 @@ class Exercise:
     cases: Callable[[np.random.Generator], list[Case]]
     reference: Callable[..., Tensor]
     mistakes: tuple[Mistake, ...]
+
+    @classmethod
+    def from_module(cls, module: ModuleType) -> Exercise:
+        """The exercise that ``module`` defines, named after it: its ``SUMMARY``, ``STUB``,
+        ``INPUTS``, ``cases``, ``reference`` and ``MISTAKES``."""
+        return cls(name=module.__name__.rpartition(".")[2], summary=module.SUMMARY,
+                   stub=module.STUB, inputs=module.INPUTS, cases=module.cases,
+                   reference=module.reference, mistakes=module.MISTAKES)
+
+
+def attention_inputs(rng: np.random.Generator, lead: tuple[int, ...], T: int, S: int, D: int,
+                     Dv: int) -> Arrays:
+    """Standard normal ``q (*lead, T, D)``, ``k (*lead, S, D)`` and ``v (*lead, S, Dv)``."""
+    return {"q": rng.standard_normal(lead + (T, D)), "k": rng.standard_normal(lead + (S, D)),
+            "v": rng.standard_normal(lead + (S, Dv))}
 
 
 def causal(T: int, S: int) -> np.ndarray:

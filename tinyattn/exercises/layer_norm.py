@@ -6,9 +6,12 @@ import numpy as np
 
 from ..functional.normalization import layer_norm
 from ..tensor import Tensor
-from .exercise import Case, Exercise, Mistake
+from .exercise import Case, Mistake
 
 EPS = 1e-5
+
+SUMMARY = "dx, dweight and dbias of a layer norm: the mean and variance depend on x"
+INPUTS = ("x", "weight", "bias")
 
 STUB = '''"""Exercise: the backward pass of layer normalisation.
 
@@ -44,7 +47,7 @@ def backward(dy, cache):
 '''
 
 
-def _cases(rng: np.random.Generator) -> list[Case]:
+def cases(rng: np.random.Generator) -> list[Case]:
     def case(label: str, shape: tuple[int, ...]) -> Case:
         C = shape[-1]
         return Case(label, {"x": 2.0 * rng.standard_normal(shape) + 0.5,
@@ -54,7 +57,7 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     return [case("x (4, 6)", (4, 6)), case("x (2, 3, 5)", (2, 3, 5)), case("x (1, 8)", (1, 8))]
 
 
-def _reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
+def reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float) -> Tensor:
     return layer_norm(x, x.shape[-1], weight, bias, eps)
 
 
@@ -78,18 +81,10 @@ def _mistake(constant_statistics: bool = False, variance_term: bool = True):
     return gradients
 
 
-EXERCISE = Exercise(
-    name="layer_norm",
-    summary="dx, dweight and dbias of a layer norm: the mean and variance depend on x",
-    stub=STUB,
-    inputs=("x", "weight", "bias"),
-    cases=_cases,
-    reference=_reference,
-    mistakes=(
-        Mistake("the mean and variance were treated as constants: dx = (ĝ − mean(ĝ) − x̂ ⊙ "
-                "mean(ĝ ⊙ x̂)) / σ with ĝ = dy ⊙ weight, not ĝ / σ",
-                _mistake(constant_statistics=True)),
-        Mistake("the variance's dependence on x is missing: dx needs the term − x̂ ⊙ "
-                "mean(ĝ ⊙ x̂) inside (… ) / σ", _mistake(variance_term=False)),
-    ),
+MISTAKES = (
+    Mistake("the mean and variance were treated as constants: dx = (ĝ − mean(ĝ) − x̂ ⊙ "
+            "mean(ĝ ⊙ x̂)) / σ with ĝ = dy ⊙ weight, not ĝ / σ",
+            _mistake(constant_statistics=True)),
+    Mistake("the variance's dependence on x is missing: dx needs the term − x̂ ⊙ "
+            "mean(ĝ ⊙ x̂) inside (… ) / σ", _mistake(variance_term=False)),
 )

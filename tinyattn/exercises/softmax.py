@@ -5,7 +5,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import softmax
-from .exercise import Case, Exercise, Mistake, causal, softmax_rows
+from ..tensor import Tensor
+from .exercise import Case, Mistake, causal, softmax_rows
+
+SUMMARY = "dx from dy for y = softmax(x): the row-sum term"
+INPUTS = ("x",)
 
 STUB = '''"""Exercise: the backward pass of softmax.
 
@@ -41,7 +45,7 @@ def backward(dy, cache):
 '''
 
 
-def _cases(rng: np.random.Generator) -> list[Case]:
+def cases(rng: np.random.Generator) -> list[Case]:
     masked = rng.standard_normal((4, 4))
     masked[~causal(4, 4)] = -np.inf
     return [
@@ -51,21 +55,16 @@ def _cases(rng: np.random.Generator) -> list[Case]:
     ]
 
 
+def reference(x: Tensor) -> Tensor:
+    return softmax(x, dim=-1)
+
+
 def _without_row_sum(case: Case, dy: np.ndarray) -> dict[str, np.ndarray]:
     y = softmax_rows(case.arrays["x"])
     return {"x": y * dy}
 
 
-EXERCISE = Exercise(
-    name="softmax",
-    summary="dx from dy for y = softmax(x): the row-sum term",
-    stub=STUB,
-    inputs=("x",),
-    cases=_cases,
-    reference=lambda x: softmax(x, dim=-1),
-    mistakes=(
-        Mistake("the row-sum term is missing: dx = y ⊙ (dy − Σ_j dy_j y_j), not y ⊙ dy (each "
-                "x_j moves every y_i through the shared denominator)", _without_row_sum),
-    ),
+MISTAKES = (
+    Mistake("the row-sum term is missing: dx = y ⊙ (dy − Σ_j dy_j y_j), not y ⊙ dy (each "
+            "x_j moves every y_i through the shared denominator)", _without_row_sum),
 )
-

@@ -19,6 +19,7 @@ from ..ops.validate import (
     check_choice,
     check_float,
     check_int,
+    check_mask,
     check_number,
     check_probability,
 )
@@ -108,14 +109,7 @@ def _check_mask(attn_mask: Any, query: Tensor, scores_shape: tuple[int, ...]) ->
     scores ``(..., H, T, S)``."""
     if attn_mask is None:
         return None
-    if isinstance(attn_mask, np.ndarray):
-        attn_mask = Tensor(attn_mask)
-    if not isinstance(attn_mask, Tensor):
-        raise TypeError(f"{_OP}: attn_mask must be a Tensor or numpy array, got "
-                        f"{type(attn_mask).__name__}")
-    if attn_mask.dtype != np.bool_ and attn_mask.dtype != query.dtype:
-        raise DTypeError(f"{_OP}: attn_mask must be boolean or have the query's dtype "
-                           f"{query.dtype}, got {attn_mask.dtype}")
+    attn_mask = check_mask(_OP, "attn_mask", attn_mask, query.dtype)
     try:
         joint = np.broadcast_shapes(attn_mask.shape, scores_shape)
     except ValueError:

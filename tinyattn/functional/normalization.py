@@ -25,6 +25,35 @@ def normalized_shape_tuple(op: str, normalized_shape: int | Sequence[int]) -> tu
     return tuple(int(d) for d in dims)
 
 
+def check_normalized(op: str, input: Tensor, normalized_shape: int | Sequence[int],
+                     **params: Tensor | None) -> tuple[int, ...]:
+    """Check a normalisation's tensors: ``input`` a float tensor ending in ``normalized_shape``,
+    each given parameter (``weight``, ``bias``) a float tensor of that shape and of the
+    input's dtype. Returns the shape as a tuple."""
+    shape = normalized_shape_tuple(op, normalized_shape)
+    check_float(op, "input", input)
+    if input.ndim < len(shape) or input.shape[input.ndim - len(shape):] != shape:
+        raise ShapeError(f"{op}: input of shape {input.shape} does not end in "
+                         f"normalized_shape {shape}: expected shape (..., "
+                         f"{', '.join(map(str, shape))})")
+    for label, param in params.items():
+        if param is None:
+            continue
+        check_float(op, label, param)
+        if param.shape != shape:
+            raise ShapeError(f"{op}: {label} must have shape normalized_shape {shape}, got "
+                             f"{param.shape}")
+    check_same_dtype(op, input=input, **params)
+    return shape
+
+
+def positive_eps(op: str, eps: float) -> float:
+    """``eps`` as a float ``> 0``, else an error naming ``op``."""
+    if check_number(op, "eps", eps, low=0.0) == 0.0:
+        raise ValueError(f"{op}: eps must be > 0")
+    return float(eps)
+
+
 def layer_norm(
     input: Tensor, normalized_shape: int | Sequence[int], weight: Tensor | None = None,
     bias: Tensor | None = None, eps: float = 1e-5,
@@ -47,24 +76,8 @@ def layer_norm(
     >>> ta.F.layer_norm(ta.tensor([[1.0, 3.0], [5.0, 5.0]]), 2, eps=1e-12).tolist()
     [[-1.0, 1.0], [0.0, 0.0]]
     """
-    shape = normalized_shape_tuple("layer_norm", normalized_shape)
-    check_float("layer_norm", "input", input)
-    if input.ndim < len(shape) or input.shape[input.ndim - len(shape):] != shape:
-        raise ShapeError(f"layer_norm: input of shape {input.shape} does not end in "
-                           f"normalized_shape {shape}: expected shape (..., "
-                           f"{', '.join(map(str, shape))})")
-    params = []
-    for label, param in (("weight", weight), ("bias", bias)):
-        if param is None:
-            continue
-        check_float("layer_norm", label, param)
-        if param.shape != shape:
-            raise ShapeError(f"layer_norm: {label} must have shape normalized_shape {shape}, "
-                               f"got {param.shape}")
-        params.append(param)
-    check_same_dtype("layer_norm", input=input, weight=weight, bias=bias)
-    eps = check_number("layer_norm", "eps", eps, low=0.0)
-    if eps == 0.0:
-        raise ValueError("layer_norm: eps must be > 0")
+    shape = check_normalized("layer_norm", input, normalized_shape, weight=weight, bias=bias)
+    eps = positive_eps("layer_norm", eps)
+    params = [param for param in (weight, bias) if param is not None]
     return LayerNorm.apply(input, *params, normalized_shape=shape, eps=eps,
                            has_weight=weight is not None, has_bias=bias is not None)

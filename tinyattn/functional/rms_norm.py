@@ -8,9 +8,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..ops import mean, rsqrt
-from ..ops.validate import ShapeError, check_float, check_number, check_same_dtype
 from ..tensor import Tensor
-from .normalization import normalized_shape_tuple
+from .normalization import check_normalized, positive_eps
 
 
 def rms_norm(
@@ -37,22 +36,8 @@ def rms_norm(
     >>> [round(v, 4) for v in ta.F.rms_norm(ta.tensor([[3.0, 4.0]]), 2).tolist()[0]]
     [0.8485, 1.1314]
     """
-    shape = normalized_shape_tuple("rms_norm", normalized_shape)
-    check_float("rms_norm", "input", input)
-    if input.ndim < len(shape) or input.shape[input.ndim - len(shape):] != shape:
-        raise ShapeError(f"rms_norm: input of shape {input.shape} does not end in "
-                         f"normalized_shape {shape}: expected shape (..., "
-                         f"{', '.join(map(str, shape))})")
-    if weight is not None:
-        check_float("rms_norm", "weight", weight)
-        if weight.shape != shape:
-            raise ShapeError(f"rms_norm: weight must have shape normalized_shape {shape}, got "
-                             f"{weight.shape}")
-    check_same_dtype("rms_norm", input=input, weight=weight)
-    if eps is None:
-        eps = float(np.finfo(input.dtype).eps)
-    elif check_number("rms_norm", "eps", eps, low=0.0) == 0.0:
-        raise ValueError("rms_norm: eps must be > 0")
+    shape = check_normalized("rms_norm", input, normalized_shape, weight=weight)
+    eps = float(np.finfo(input.dtype).eps) if eps is None else positive_eps("rms_norm", eps)
     dims = tuple(range(-len(shape), 0))
     output = input * rsqrt(mean(input * input, dim=dims, keepdim=True) + eps)
     return output if weight is None else output * weight

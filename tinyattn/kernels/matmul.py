@@ -321,43 +321,35 @@ def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
     raw = np.empty(size + _ALIGN // b3.itemsize, b3.dtype)
     start = (-raw.ctypes.data % _ALIGN) // b3.itemsize
     packed = raw[start:start + size].reshape(shape)
-    if b3.flags.c_contiguous:
-        _pack_rows(b3, packed)
-    else:
-        _pack_columns(b3.swapaxes(1, 2), packed)  # (batch, N, K), C-contiguous
+    by_columns = not b3.flags.c_contiguous
+    _pack(b3.swapaxes(1, 2) if by_columns else b3, packed, by_columns)  # C-contiguous
     return packed
 
 
 @njit(parallel=True, cache=True)
-def _pack_rows(b, packed):
-    """``packed[o, s, p, j] = b[o, p, s·width + j]``, copying row segments of ``b``."""
-    batch, k, n = b.shape
+def _pack(b, packed, by_columns):
+    """``packed[o, s, p, j] = B[o, p, s·width + j]``, one panel per task.
+
+    ``b`` is ``B`` itself ``(batch, K, N)`` (row segments of ``B`` are copied), or with
+    ``by_columns`` its transpose ``(batch, N, K)`` (each column of ``B`` is read in order).
+    """
+    batch, k = b.shape[0], packed.shape[2]
     panels, width = packed.shape[1], packed.shape[3]
+    n = b.shape[1] if by_columns else b.shape[2]
     for task in prange(batch * panels):
         o = task // panels
         s = task % panels
         panel = packed[o, s]  # (K, width)
         j0 = s * width
         valid = min(width, n - j0)
-        for p in range(k):
-            panel[p, :valid] = b[o, p, j0:j0 + valid]
-        panel[:, valid:] = 0
-
-
-@njit(parallel=True, cache=True)
-def _pack_columns(b_t, packed):
-    """``packed[o, s, p, j] = b_t[o, s·width + j, p]``, reading each column of B in order."""
-    batch, n, k = b_t.shape
-    panels, width = packed.shape[1], packed.shape[3]
-    for task in prange(batch * panels):
-        o = task // panels
-        s = task % panels
-        panel = packed[o, s]  # (K, width)
-        valid = min(width, n - s * width)
-        for j in range(valid):
-            column = b_t[o, s * width + j]
+        if by_columns:
+            for j in range(valid):
+                column = b[o, j0 + j]
+                for p in range(k):
+                    panel[p, j] = column[p]
+        else:
             for p in range(k):
-                panel[p, j] = column[p]
+                panel[p, :valid] = b[o, p, j0:j0 + valid]
         panel[:, valid:] = 0
 
 

@@ -8,6 +8,7 @@ values are the same; the input is left as it was).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 from ..functional import gelu, log_softmax, relu, silu, softmax
@@ -36,7 +37,15 @@ class Identity(Module):
         return input
 
 
-class ReLU(Module):
+class _AcceptsInplace(Module):
+    """A layer that takes PyTorch's ``inplace`` flag (kept, but the result is a new tensor)."""
+
+    def __init__(self, inplace: bool = False):
+        super().__init__()
+        self.inplace = inplace
+
+
+class ReLU(_AcceptsInplace):
     """Elementwise ``max(x, 0)``.
 
     Examples
@@ -45,10 +54,6 @@ class ReLU(Module):
     >>> ta.nn.ReLU()(ta.tensor([-1.0, 2.0])).tolist()
     [0.0, 2.0]
     """
-
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
         return relu(input)
@@ -105,7 +110,7 @@ class Sigmoid(Module):
         return sigmoid(input)
 
 
-class SiLU(Module):
+class SiLU(_AcceptsInplace):
     """Sigmoid linear unit (swish) ``x · sigmoid(x)``: :func:`tinyattn.nn.functional.silu`.
 
     Examples
@@ -114,10 +119,6 @@ class SiLU(Module):
     >>> [round(v, 4) for v in ta.nn.SiLU()(ta.tensor([-1.0, 0.0, 1.0])).tolist()]
     [-0.2689, 0.0, 0.7311]
     """
-
-    def __init__(self, inplace: bool = False):
-        super().__init__()
-        self.inplace = inplace
 
     def forward(self, input: Tensor) -> Tensor:
         return silu(input)
@@ -132,7 +133,25 @@ def _softmax_dim(layer: str, dim: int | None, ndim: int) -> int:
     return 0 if ndim in (0, 1, 3) else 1
 
 
-class Softmax(Module):
+class _AlongDim(Module):
+    """A layer applying ``function(input, dim)``; ``dim=None`` makes PyTorch's deprecated
+    implicit choice, with its warning."""
+
+    function: Callable[[Tensor, int], Tensor]
+
+    def __init__(self, dim: int | None = None):
+        super().__init__()
+        self.dim = dim
+
+    def forward(self, input: Tensor) -> Tensor:
+        dim = _softmax_dim(type(self).__name__, self.dim, getattr(input, "ndim", 0))
+        return type(self).function(input, dim)
+
+    def extra_repr(self) -> str:
+        return f"dim={self.dim}"
+
+
+class Softmax(_AlongDim):
     """Softmax along ``dim``: non-negative values that sum to 1.
 
     Examples
@@ -142,18 +161,10 @@ class Softmax(Module):
     [[0.25, 0.25, 0.25, 0.25]]
     """
 
-    def __init__(self, dim: int | None = None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return softmax(input, _softmax_dim("Softmax", self.dim, getattr(input, "ndim", 0)))
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    function = staticmethod(softmax)
 
 
-class LogSoftmax(Module):
+class LogSoftmax(_AlongDim):
     """``log(softmax(x))`` along ``dim``, computed without overflow.
 
     Examples
@@ -163,13 +174,4 @@ class LogSoftmax(Module):
     [-0.6931, -0.6931]
     """
 
-    def __init__(self, dim: int | None = None):
-        super().__init__()
-        self.dim = dim
-
-    def forward(self, input: Tensor) -> Tensor:
-        return log_softmax(input, _softmax_dim("LogSoftmax", self.dim,
-                                               getattr(input, "ndim", 0)))
-
-    def extra_repr(self) -> str:
-        return f"dim={self.dim}"
+    function = staticmethod(log_softmax)

@@ -37,6 +37,7 @@ from .container import ModuleList
 from .hooks import HookPoint
 from .kv_cache import KVCache
 from .linear import Linear
+from .masks import layer_masks, merge_masks, with_band_and_bias
 from .module import Module
 from .positional import ALiBi, RotaryEmbedding
 
@@ -337,31 +338,13 @@ class MultiHeadAttention(Module):
                        batched: bool) -> tuple[Tensor | None, bool]:
         """One SDPA mask ``(True = may attend, or additive float)`` broadcasting to
         ``(B, H, T, S)``, and whether SDPA itself should apply the causal mask."""
-        H = self.num_heads
-        blocked = []  # each: bool (True = NOT allowed) or float (added), 4-D broadcastable
-        if key_padding_mask is not None:
-            kpm = self._mask_tensor("key_padding_mask", key_padding_mask, dtype,
-                                    (B, S) if batched else (S,))
-            blocked.append(kpm.reshape(B, 1, 1, S))  # (B, 1, 1, S)
-        if attn_mask is not None:
-            mask = self._mask_tensor("attn_mask", attn_mask, dtype,
-                                     (T, S), (B * H, T, S) if batched else (H, T, S))
-            blocked.append(mask if mask.ndim == 2 else mask.reshape(B, H, T, S))  # (B, H, T, S)
-        if not blocked:
+        masks = layer_masks("MultiHeadAttention", key_padding_mask, attn_mask, dtype, B,
+                            self.num_heads, T, S, batched)
+        if not masks:
             return None, causal
         if causal:
-            blocked.append(Tensor(~np.tril(np.ones((T, S), dtype=bool))))  # (T, S)
-        if all(m.dtype == np.bool_ for m in blocked):
-            merged = blocked[0].data
-            for m in blocked[1:]:
-                merged = merged | m.data
-            return Tensor(~merged), False
-        additive = [m if m.dtype != np.bool_ else
-                    Tensor(np.where(m.data, -np.inf, 0.0).astype(dtype)) for m in blocked]
-        merged = additive[0]
-        for m in additive[1:]:
-            merged = merged + m
-        return merged, False
+            masks.append(Tensor(~np.tril(np.ones((T, S), dtype=bool))))  # (T, S)
+        return merge_masks(masks, dtype), False
 
     def _positional_mask(self, mask: Tensor | None, causal: bool, window: int | None,
                          past: int, T: int, S: int, dtype: np.dtype) -> Tensor | None:
@@ -372,38 +355,8 @@ class MultiHeadAttention(Module):
             allowed = allowed[S - T:]  # (T, S): bottom-right aligned
         if allowed is not None and allowed.all():
             allowed = None  # e.g. one new query that sees every cached key
-        if self.alibi is None:
-            if allowed is None:
-                return mask
-            if mask is None:
-                return Tensor(allowed)
-            if mask.dtype == np.bool_:
-                return Tensor(mask.data & allowed)
-            return mask + Tensor(np.where(allowed, 0.0, -np.inf).astype(dtype))
-        bias = self.alibi(T, S, dtype).data  # (H, T, S)
-        if allowed is not None:
-            bias = np.where(allowed, bias, -np.inf).astype(dtype)
-        if mask is None:
-            return Tensor(bias)
-        if mask.dtype == np.bool_:
-            return Tensor(np.where(mask.data, bias, -np.inf).astype(dtype))
-        return mask + Tensor(bias)
-
-    def _mask_tensor(self, label: str, mask: Any, dtype: np.dtype,
-                     *shapes: tuple[int, ...]) -> Tensor:
-        name = "MultiHeadAttention"
-        if isinstance(mask, np.ndarray):
-            mask = Tensor(mask)
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"{name}: {label} must be a Tensor or numpy array, got "
-                            f"{type(mask).__name__}")
-        if mask.dtype != np.bool_ and mask.dtype != dtype:
-            raise TypeError(f"{name}: {label} must be boolean or have the query's dtype "
-                            f"{dtype}, got {mask.dtype}")
-        if mask.shape not in shapes:
-            expected = " or ".join(str(s) for s in shapes)
-            raise ValueError(f"{name}: {label} has shape {mask.shape}, expected {expected}")
-        return mask
+        bias = None if self.alibi is None else self.alibi(T, S, dtype).data  # (H, T, S)
+        return with_band_and_bias(mask, allowed, bias, dtype)
 
     @classmethod
     def from_torch(cls, torch_mha: Any) -> MultiHeadAttention:

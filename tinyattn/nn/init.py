@@ -233,28 +233,26 @@ def constant_(tensor: Tensor, val: float) -> Tensor:
     return _fill("constant_", tensor, val)
 
 
-def zeros_(tensor: Tensor) -> Tensor:
-    """Fill ``tensor`` with 0.
+def _filler(name: str, value: float) -> Callable[[Tensor], Tensor]:
+    """The initialiser ``name``: fill a tensor with ``value`` (``constant_(tensor, value)``)."""
+
+    def fill(tensor: Tensor) -> Tensor:
+        return _fill(name, tensor, value)
+
+    fill.__name__ = fill.__qualname__ = name
+    fill.__doc__ = f"""Fill ``tensor`` with {value:g}.
 
     Examples
     --------
     >>> import tinyattn as ta
-    >>> ta.nn.init.zeros_(ta.ones(2)).tolist()
-    [0.0, 0.0]
+    >>> ta.nn.init.{name}(ta.full((2,), 7.0)).tolist()
+    [{value}, {value}]
     """
-    return _fill("zeros_", tensor, 0.0)
+    return fill
 
 
-def ones_(tensor: Tensor) -> Tensor:
-    """Fill ``tensor`` with 1.
-
-    Examples
-    --------
-    >>> import tinyattn as ta
-    >>> ta.nn.init.ones_(ta.zeros(2)).tolist()
-    [1.0, 1.0]
-    """
-    return _fill("ones_", tensor, 1.0)
+zeros_ = _filler("zeros_", 0.0)
+ones_ = _filler("ones_", 1.0)
 
 
 def xavier_uniform_(tensor: Tensor, gain: float = 1.0,

@@ -1,23 +1,26 @@
-"""``Module`` and ``Parameter``: parameters, buffers, submodules, hooks and state dicts.
+"""``Module`` and ``Parameter``: parameters, buffers, submodules and hooks.
 
 A module keeps its parameters, buffers and submodules in three registries (``_parameters``,
 ``_buffers``, ``_modules``), as ``torch.nn.Module`` does: assigning a ``Parameter`` or a
 ``Module`` to an attribute registers it, reading the attribute looks it up there. Everything
 is named with dots as in PyTorch (``blocks.0.attn.in_proj_weight``), so state dicts move
-between the two without renaming.
+between the two without renaming. State dicts are in :mod:`.state`, dtype and device
+conversions in :mod:`.conversion`.
 """
 
 from __future__ import annotations
 
-import os
-from collections import OrderedDict
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor, _to_array, float32, float64
-from .checkpoint import save_arrays
+from ..tensor import Tensor, _to_array, float32
+from .conversion import ConversionMixin, check_device, float_dtype
+from .state import IncompatibleKeys, StateDictMixin
+
+__all__ = ["IncompatibleKeys", "InvalidNameError", "Module", "Parameter", "RemovableHandle",
+           "check_device", "float_dtype"]
 
 
 class Parameter(Tensor):
@@ -40,19 +43,6 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         return "Parameter containing:\n" + super().__repr__()
-
-
-class IncompatibleKeys(NamedTuple):
-    """The keys ``load_state_dict`` could not match, as PyTorch's ``_IncompatibleKeys``."""
-
-    missing_keys: list[str]
-    unexpected_keys: list[str]
-
-    def __repr__(self) -> str:
-        if not self.missing_keys and not self.unexpected_keys:
-            return "<All keys matched successfully>"
-        return (f"IncompatibleKeys(missing_keys={self.missing_keys}, "
-                f"unexpected_keys={self.unexpected_keys})")
 
 
 class InvalidNameError(KeyError, ValueError):
@@ -87,48 +77,6 @@ class RemovableHandle:
         self.remove()
 
 
-def check_device(owner: str, device: Any) -> None:
-    """Accept ``None``, ``"cpu"`` (``"cpu:0"``) or a device object of type cpu; refuse others.
-
-    Examples
-    --------
-    >>> check_device("Linear", "cpu")
-    >>> check_device("Linear", "cuda")  # doctest: +ELLIPSIS
-    Traceback (most recent call last):
-    ...
-    ValueError: Linear: tinyattn runs on the CPU only; device 'cuda' is not available ...
-    """
-    if device is None:
-        return
-    kind = device if isinstance(device, str) else getattr(device, "type", None)
-    if isinstance(kind, str) and kind.split(":")[0] == "cpu":
-        return
-    raise ValueError(f"{owner}: tinyattn runs on the CPU only; device {device!r} is not "
-                     "available (use 'cpu' or leave the device unset)")
-
-
-def float_dtype(owner: str, dtype: Any) -> np.dtype:
-    """``dtype`` as float32 or float64 (None gives float32), or a TypeError naming ``owner``.
-
-    Examples
-    --------
-    >>> float_dtype("Linear", None), float_dtype("Linear", "float64")
-    (dtype('float32'), dtype('float64'))
-    """
-    if dtype is None:
-        return float32
-    try:
-        target = np.dtype(dtype)
-    except TypeError:
-        raise TypeError(f"{owner}: expected a dtype such as ta.float32 or ta.float64, got "
-                        f"{dtype!r}") from None
-    if target.kind != "f":
-        raise TypeError(f"{owner}: expected a float dtype, got {target}")
-    if target not in (float32, float64):
-        raise TypeError(f"{owner}: tinyattn computes in float32 and float64 only, got {target}")
-    return target
-
-
 def _check_name(owner: str, kind: str, name: Any) -> None:
     if not isinstance(name, str):
         raise TypeError(f"{owner}: {kind} name should be a string, got {type(name).__name__}")
@@ -139,7 +87,7 @@ def _check_name(owner: str, kind: str, name: Any) -> None:
         raise InvalidNameError(f"{owner}: {kind} name can't be empty")
 
 
-class Module:
+class Module(ConversionMixin, StateDictMixin):
     """Base class of every layer: subclasses set parameters/submodules in ``__init__`` and
     define ``forward``; calling the module runs its hooks and ``forward``.
 
@@ -180,39 +128,37 @@ class Module:
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __setattr__(self, name: str, value: Any) -> None:
-        state = self.__dict__
-        params, buffers, modules = (state.get(key) for key in
-                                    ("_parameters", "_buffers", "_modules"))
+        registered = {key: name in entries for key in ("_parameters", "_buffers", "_modules")
+                      if (entries := self.__dict__.get(key)) is not None}
         if isinstance(value, Parameter):
-            if params is None:
-                raise AttributeError("cannot assign parameters before Module.__init__() call")
-            self._unregister(name, keep="_parameters")
+            self._adopt("_parameters", "parameters", name)
             self.register_parameter(name, value)
-        elif params is not None and name in params:
-            if value is not None:
-                raise TypeError(f"{type(self).__name__}: cannot assign "
-                                f"'{type(value).__name__}' as parameter '{name}' (Parameter or "
-                                "None expected; wrap a tensor in ta.nn.Parameter)")
-            params[name] = None
+        elif registered.get("_parameters"):
+            self._reassign("_parameters", name, value, (), "parameter", "Parameter or None "
+                           "expected; wrap a tensor in ta.nn.Parameter")
         elif isinstance(value, Module):
-            if modules is None:
-                raise AttributeError("cannot assign module before Module.__init__() call")
-            self._unregister(name, keep="_modules")
-            modules[name] = value
-        elif modules is not None and name in modules:
-            if value is not None:
-                raise TypeError(f"{type(self).__name__}: cannot assign "
-                                f"'{type(value).__name__}' as child module '{name}' (Module or "
-                                "None expected)")
-            modules[name] = None
-        elif buffers is not None and name in buffers:
-            if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"{type(self).__name__}: cannot assign "
-                                f"'{type(value).__name__}' as buffer '{name}' (Tensor or None "
-                                "expected)")
-            buffers[name] = value
+            self._adopt("_modules", "module", name)
+            self._modules[name] = value
+        elif registered.get("_modules"):
+            self._reassign("_modules", name, value, (), "child module", "Module or None expected")
+        elif registered.get("_buffers"):
+            self._reassign("_buffers", name, value, Tensor, "buffer", "Tensor or None expected")
         else:
             object.__setattr__(self, name, value)
+
+    def _adopt(self, registry: str, kind: str, name: str) -> None:
+        """Make ``name`` an entry of ``registry`` only (it is about to be assigned)."""
+        if registry not in self.__dict__:
+            raise AttributeError(f"cannot assign {kind} before Module.__init__() call")
+        self._unregister(name, keep=registry)
+
+    def _reassign(self, registry: str, name: str, value: Any, accepted: type | tuple,
+                  kind: str, expected: str) -> None:
+        """Assign to the registered ``name``: None, or a value of the ``accepted`` type."""
+        if value is not None and not isinstance(value, accepted):
+            raise TypeError(f"{type(self).__name__}: cannot assign '{type(value).__name__}' as "
+                            f"{kind} '{name}' ({expected})")
+        self.__dict__[registry][name] = value
 
     def _unregister(self, name: str, keep: str) -> None:
         """Forget ``name`` everywhere but in registry ``keep`` (one name, one meaning)."""
@@ -510,165 +456,6 @@ class Module:
             else:
                 param.grad.data[...] = 0
 
-    def to(self, *args: Any, **kwargs: Any) -> Module:
-        """Convert floating-point parameters, their gradients and floating-point buffers to a
-        dtype, in place; return ``self``.
-
-        Accepts PyTorch's forms ``to(dtype)``, ``to(device)``, ``to(device, dtype)``,
-        ``to(tensor)`` (its dtype) and the keywords ``device``, ``dtype``, ``non_blocking``.
-        The only device is the CPU; integer and boolean tensors keep their dtype.
-
-        Examples
-        --------
-        >>> import tinyattn as ta
-        >>> layer = ta.nn.Linear(2, 3).to("cpu", ta.float64)
-        >>> layer.weight.dtype
-        dtype('float64')
-        """
-        device, dtype = _parse_to_arguments(args, kwargs)
-        check_device("Module.to", device)
-        if dtype is not None:
-            self._convert_floats(float_dtype("Module.to", dtype))
-        return self
-
-    def _convert_floats(self, dtype: np.dtype) -> None:
-        for module in self.modules():
-            for tensor in (*module._parameters.values(), *module._buffers.values()):
-                if tensor is None or tensor.dtype.kind != "f" or tensor.dtype == dtype:
-                    continue
-                tensor.data = tensor.data.astype(dtype)
-                if tensor.grad is not None:
-                    tensor.grad.data = tensor.grad.data.astype(dtype)
-
-    def double(self) -> Module:
-        """Convert floating-point parameters and buffers to float64."""
-        return self.to(float64)
-
-    def float(self) -> Module:
-        """Convert floating-point parameters and buffers to float32."""
-        return self.to(float32)
-
-    def cpu(self) -> Module:
-        """Return ``self``: tinyattn modules always live on the CPU."""
-        return self
-
-    def cuda(self, device: Any = None) -> Module:
-        """Refuse: tinyattn runs on the CPU only."""
-        raise ValueError("Module.cuda: tinyattn runs on the CPU only; there is no CUDA device "
-                         "(use .cpu() or leave the module where it is)")
-
-    def half(self) -> Module:
-        """Refuse: tinyattn computes in float32 and float64 only."""
-        raise TypeError("Module.half: tinyattn computes in float32 and float64 only, got "
-                        "float16")
-
-    def bfloat16(self) -> Module:
-        """Refuse: tinyattn computes in float32 and float64 only."""
-        raise TypeError("Module.bfloat16: tinyattn computes in float32 and float64 only, got "
-                        "bfloat16")
-
-    # ---- state ------------------------------------------------------------------------------
-    def _named_state(self) -> Iterator[tuple[str, Tensor]]:
-        """Every state dict entry: per module (parent first), its parameters then its
-        persistent buffers; a shared tensor appears under each of its names, as in PyTorch."""
-        for module_name, module in self.named_modules(remove_duplicate=False):
-            prefix = f"{module_name}." if module_name else ""
-            for name, param in module._parameters.items():
-                if param is not None:
-                    yield prefix + name, param
-            for name, buffer in module._buffers.items():
-                if buffer is not None and name not in module._non_persistent_buffers_set:
-                    yield prefix + name, buffer
-
-    def state_dict(self, *, destination: dict[str, Tensor] | None = None, prefix: str = "",
-                   keep_vars: bool = False) -> dict[str, Tensor]:
-        """Every parameter and persistent buffer under its dotted name, as in PyTorch.
-
-        The values are tensors detached from the graph that share memory with the module's
-        own (``keep_vars=True`` gives the parameters themselves): the state dict is a view,
-        not a snapshot. Keys carry ``prefix``; entries are added to ``destination`` if given.
-
-        Examples
-        --------
-        >>> import tinyattn as ta
-        >>> layer = ta.nn.Linear(2, 3)
-        >>> state = layer.state_dict()
-        >>> list(state), state["weight"].requires_grad
-        (['weight', 'bias'], False)
-        >>> state["weight"].numpy() is layer.weight.numpy()
-        True
-        """
-        destination = OrderedDict() if destination is None else destination
-        for name, tensor in self._named_state():
-            destination[prefix + name] = tensor if keep_vars else tensor.detach()
-        return destination
-
-    def load_state_dict(self, state_dict: Mapping[str, Any],
-                        strict: bool = True) -> IncompatibleKeys:
-        """Copy values into the parameters and persistent buffers, in place.
-
-        Values may be tinyattn tensors, numpy arrays or anything with ``__array__`` (PyTorch
-        tensors included) of the right shape; they are cast to each tensor's dtype. Missing and
-        unexpected keys are errors when ``strict``, a shape mismatch always is; on any error
-        nothing is changed.
-
-        Returns
-        -------
-        IncompatibleKeys
-            ``(missing_keys, unexpected_keys)``, as in PyTorch.
-
-        Examples
-        --------
-        >>> import tinyattn as ta
-        >>> layer = ta.nn.Linear(2, 1)
-        >>> layer.load_state_dict({"weight": [[1.0, 2.0]], "bias": [0.5]})
-        <All keys matched successfully>
-        >>> layer(ta.ones(1, 2)).tolist()
-        [[3.5]]
-        """
-        owner = f"load_state_dict into {type(self).__name__}"
-        if not isinstance(state_dict, Mapping):
-            raise TypeError(f"{owner}: expected a mapping of parameter names to arrays, got "
-                            f"{type(state_dict).__name__}")
-        own = dict(self._named_state())
-        missing = [key for key in own if key not in state_dict]
-        unexpected = [key for key in state_dict if key not in own]
-        problems = []
-        arrays = {}
-        for key, target in own.items():
-            if key not in state_dict:
-                continue
-            array, problem = _as_array(state_dict[key])
-            if problem:
-                problems.append(f"{key}: {problem}")
-            elif array.shape != target.shape:
-                problems.append(f"{key}: shape {array.shape} in the state dict, "
-                                f"{target.shape} in the model")
-            else:
-                arrays[key] = array
-        if strict and missing:
-            problems.append("missing keys: " + ", ".join(missing))
-        if strict and unexpected:
-            problems.append("unexpected keys: " + ", ".join(unexpected))
-        if problems:
-            raise ValueError(f"{owner} failed (nothing was changed):\n  "
-                             + "\n  ".join(problems))
-        for key, array in arrays.items():
-            target = own[key]
-            if target.data.flags.writeable:
-                np.copyto(target.data, array, casting="unsafe")
-            else:
-                target.data = array.astype(target.dtype, copy=True)
-        return IncompatibleKeys(missing, unexpected)
-
-    def save(self, path: str | os.PathLike) -> None:
-        """(+) Write the state dict to ``path`` as ``.npz``, atomically (temp file, rename).
-
-        An interrupted save never leaves a half-written file in place of a good checkpoint;
-        :func:`tinyattn.nn.load` reads it back without unpickling anything.
-        """
-        save_arrays(path, {name: tensor.data for name, tensor in self._named_state()})
-
     # ---- printing ---------------------------------------------------------------------------
     def extra_repr(self) -> str:
         return ""
@@ -680,45 +467,3 @@ class Module:
         if not lines:
             return head + ")"
         return head + "\n  " + "\n  ".join(lines) + "\n)"
-
-
-def _as_array(value: Any) -> tuple[np.ndarray | None, str | None]:
-    """``value`` (Tensor, ndarray, PyTorch tensor, nested lists) as a numeric array, or the
-    reason it is not one."""
-    if isinstance(value, Tensor):
-        value = value.data
-    elif callable(getattr(value, "detach", None)):
-        value = value.detach()  # a PyTorch tensor that requires grad has no __array__
-    try:
-        array = np.asarray(value)
-    except (TypeError, ValueError, RuntimeError) as err:
-        return None, f"cannot read a {type(value).__name__} as an array ({err})"
-    if array.dtype.kind not in "fiub":
-        return None, f"expected numbers, got dtype {array.dtype}"
-    return array, None
-
-
-def _parse_to_arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any]:
-    """``(device, dtype)`` from the arguments of ``Module.to``."""
-    unknown = set(kwargs) - {"device", "dtype", "non_blocking"}
-    if unknown:
-        raise TypeError(f"Module.to: unexpected keyword arguments {sorted(unknown)}")
-    if len(args) > 3:
-        raise TypeError(f"Module.to: expected at most 3 positional arguments, got {len(args)}")
-    device, dtype = kwargs.get("device"), kwargs.get("dtype")
-    for arg in args:
-        if isinstance(arg, bool):
-            continue  # non_blocking: meaningless on the CPU
-        if isinstance(arg, Tensor):
-            dtype = arg.dtype
-        elif isinstance(arg, str):
-            try:
-                dtype = np.dtype(arg)
-            except TypeError:
-                device = arg
-        elif hasattr(arg, "type") and not isinstance(arg, (type, np.dtype)):
-            device = arg  # a device object
-        else:
-            dtype = arg
-    return device, dtype
-

@@ -25,6 +25,7 @@ from ..tensor import Tensor
 from . import init
 from .attention import MultiHeadAttention
 from .linear import Linear
+from .masks import layer_masks, merge_masks
 from .module import Module, Parameter, check_device, float_dtype
 
 _IMPLS = ("auto", "composed", "fused")
@@ -43,22 +44,6 @@ def _pad_columns(mask: Tensor, count: int) -> Tensor:
     if mask.dtype == np.bool_:
         return Tensor(np.concatenate([mask.data, padding], axis=-1))
     return cat([mask, Tensor(padding)], dim=-1)  # a float mask may carry a gradient
-
-
-def _merge_masks(masks: list[Tensor], dtype: np.dtype) -> Tensor:
-    """One mask in the convention of ``scaled_dot_product_attention`` from masks in PyTorch's
-    layer convention (boolean True = NOT allowed, float = added); they broadcast together."""
-    if all(mask.dtype == np.bool_ for mask in masks):
-        blocked = masks[0].data
-        for mask in masks[1:]:
-            blocked = blocked | mask.data
-        return Tensor(~blocked)  # True = may attend
-    merged = None
-    for mask in masks:
-        if mask.dtype == np.bool_:
-            mask = Tensor(np.where(mask.data, -np.inf, 0.0).astype(dtype))
-        merged = mask if merged is None else merged + mask
-    return merged
 
 
 class MultiheadAttention(Module):
@@ -290,36 +275,13 @@ class MultiheadAttention(Module):
                              "mask, so attn_mask must be given too (True above the diagonal)")
         if is_causal and key_padding_mask is None and not need_weights:
             return None, True
-        masks = []
-        if attn_mask is not None:
-            mask = self._check_mask("attn_mask", attn_mask, dtype,
-                                    (T, S), (B * H, T, S) if batched else (H, T, S))
-            masks.append(mask if mask.ndim == 2 else mask.reshape(B, H, T, S))  # (B, H, T, S)
-        if key_padding_mask is not None:
-            mask = self._check_mask("key_padding_mask", key_padding_mask, dtype,
-                                    (B, S) if batched else (S,))
-            masks.append(mask.reshape(B, 1, 1, S))  # (B, 1, 1, S)
+        masks = layer_masks(_NAME, key_padding_mask, attn_mask, dtype, B, H, T, S, batched)
         if not masks:
             return None, False
         extra = int(self.bias_k is not None) + int(self.add_zero_attn)
         if extra:
             masks = [_pad_columns(mask, extra) for mask in masks]  # (..., S + extra)
-        return _merge_masks(masks, dtype), False
-
-    @staticmethod
-    def _check_mask(label: str, mask: Any, dtype: np.dtype, *shapes: tuple[int, ...]) -> Tensor:
-        if isinstance(mask, np.ndarray):
-            mask = Tensor(mask)
-        if not isinstance(mask, Tensor):
-            raise TypeError(f"{_NAME}: {label} must be a Tensor or numpy array, got "
-                            f"{type(mask).__name__}")
-        if mask.dtype != np.bool_ and mask.dtype != dtype:
-            raise TypeError(f"{_NAME}: {label} must be boolean or have the query's dtype "
-                            f"{dtype}, got {mask.dtype}")
-        if mask.shape not in shapes:
-            expected = " or ".join(str(shape) for shape in shapes)
-            raise ValueError(f"{_NAME}: {label} has shape {mask.shape}, expected {expected}")
-        return mask
+        return merge_masks(masks, dtype), False
 
     # ---- conversions ------------------------------------------------------------------------
     @classmethod

@@ -11,7 +11,8 @@ file                   ops
 ``compare.py``         comparisons, logic, Maximum (maximum/minimum)
 ``reduce.py``          Sum, Mean, Var (std), Extremum (amax/amin, max/min)
 ``shape.py``           Reshape, Permute, Expand, Tile (repeat), Copy (clone/contiguous)
-``index.py``           GetItem, IndexPut (setitem), Cat, Stack, Where, MaskedFill, Triangle
+``index.py``           GetItem, IndexPut (setitem), Cat, Stack
+``masking.py``         Where, MaskedFill, Triangle (triu/tril)
 ``matmul.py``          MatMul (matmul, mm, bmm, dot)
 ``softmax.py``         Softmax, LogSoftmax
 ``linear.py``          Linear
@@ -45,20 +46,8 @@ from .compare import (
     minimum,
     ne,
 )
-from .index import (
-    cat,
-    gather,
-    getitem,
-    index_put,
-    index_select,
-    masked_fill,
-    setitem,
-    stack,
-    topk,
-    tril,
-    triu,
-    where,
-)
+from .index import cat, gather, getitem, index_put, index_select, setitem, stack, topk
+from .masking import masked_fill, tril, triu, where
 from .matmul import bmm, dot, matmul, mm
 from .reduce import (
     amax,

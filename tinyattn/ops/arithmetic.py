@@ -158,16 +158,13 @@ class Pow(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        from .index import where
+        from .masking import where
         from .unary import log
 
         a, b = ctx.inputs
-        da = db = None
-        if ctx.needs_input_grad[0]:
-            da = where(b == 0, 0.0, grad * b * pow(a, b - 1))
-        if ctx.needs_input_grad[1]:
-            db = grad * where((a == 0) & (b >= 0), 0.0, pow(a, b) * log(a))
-        return da, db
+        needs_da, needs_db = ctx.needs_input_grad
+        return (where(b == 0, 0.0, grad * b * pow(a, b - 1)) if needs_da else None,
+                grad * where((a == 0) & (b >= 0), 0.0, pow(a, b) * log(a)) if needs_db else None)
 
 
 def _is_bool(value: Any) -> bool:

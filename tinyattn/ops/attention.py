@@ -30,7 +30,7 @@ from ..kernels.attention import attention_backward, attention_forward
 from ..kernels.counter_rng import dropout_keep_mask
 from ..tensor import Tensor
 from .dropout import keep_scale
-from .index import masked_fill
+from .masking import masked_fill
 from .matmul import matmul
 from .softmax import softmax
 

@@ -7,6 +7,7 @@ split in half where the two are equal.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -17,41 +18,25 @@ from .operands import operands
 from .validate import broadcast_shapes, check_tensor
 
 
-def _compare(op: str, fn: Any, input: Any, other: Any) -> Tensor:
-    a, b = operands(op, input, other)
-    broadcast_shapes(op, a.shape, b.shape)
-    return Tensor(np.asarray(fn(a.data, b.data)))
+def _comparison(op: str, ufunc: np.ufunc, symbol: str) -> Callable[[Any, Any], Tensor]:
+    """The public comparison ``op``: ``ufunc`` on the promoted, broadcast operands."""
+
+    def compare(input: Any, other: Any) -> Tensor:
+        a, b = operands(op, input, other)
+        broadcast_shapes(op, a.shape, b.shape)
+        return Tensor(np.asarray(ufunc(a.data, b.data)))
+
+    compare.__name__ = compare.__qualname__ = op
+    compare.__doc__ = f"Elementwise ``input {symbol} other``."
+    return compare
 
 
-def eq(input: Any, other: Any) -> Tensor:
-    """Elementwise ``input == other``."""
-    return _compare("eq", np.equal, input, other)
-
-
-def ne(input: Any, other: Any) -> Tensor:
-    """Elementwise ``input != other``."""
-    return _compare("ne", np.not_equal, input, other)
-
-
-def lt(input: Any, other: Any) -> Tensor:
-    """Elementwise ``input < other``."""
-    return _compare("lt", np.less, input, other)
-
-
-def le(input: Any, other: Any) -> Tensor:
-    """Elementwise ``input <= other``."""
-    return _compare("le", np.less_equal, input, other)
-
-
-def gt(input: Any, other: Any) -> Tensor:
-    """Elementwise ``input > other``."""
-    return _compare("gt", np.greater, input, other)
-
-
-def ge(input: Any, other: Any) -> Tensor:
-    """Elementwise ``input >= other``."""
-    return _compare("ge", np.greater_equal, input, other)
-
+eq = _comparison("eq", np.equal, "==")
+ne = _comparison("ne", np.not_equal, "!=")
+lt = _comparison("lt", np.less, "<")
+le = _comparison("le", np.less_equal, "<=")
+gt = _comparison("gt", np.greater, ">")
+ge = _comparison("ge", np.greater_equal, ">=")
 
 _LOGICAL = {"and": (np.logical_and, np.bitwise_and), "or": (np.logical_or, np.bitwise_or),
             "xor": (np.logical_xor, np.bitwise_xor)}

@@ -1,5 +1,5 @@
-"""Selecting and combining: indexing, index_put (``x[i] = v``), gather, cat, stack, where,
-masked_fill, triu, tril, topk.
+"""Selecting and combining: indexing, index_put (``x[i] = v``), gather, cat, stack, topk
+(selecting by a mask — where, masked_fill, triu, tril — is in :mod:`.masking`).
 
 The backward of a selection is a scatter: the gradient goes back to the positions that were
 read, and positions read twice (repeated integer indices) receive the sum. ``GetItem`` and
@@ -21,7 +21,8 @@ import numpy as np
 from .. import dtypes
 from ..autograd import Context, Function
 from ..tensor import Tensor
-from .operands import operands, to_dtype
+from .masking import masked_fill, tril, triu, where
+from .operands import to_dtype
 from .validate import (
     DTypeError,
     ShapeError,
@@ -30,6 +31,10 @@ from .validate import (
     check_tensor,
     normalize_dim,
 )
+
+__all__ = ["GetItem", "Index", "IndexPut", "Cat", "Stack", "TopK", "cat", "gather", "getitem",
+           "index_put", "index_select", "masked_fill", "parse_index", "setitem", "stack",
+           "topk", "tril", "triu", "where"]
 
 
 @dataclass(frozen=True)
@@ -174,13 +179,12 @@ class IndexPut(Function):
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         index, accumulate = ctx.saved
-        dx = dvalues = None
-        if ctx.needs_input_grad[0]:
+        needs_dx, needs_dvalues = ctx.needs_input_grad
+        dx = None
+        if needs_dx:
             dx = grad if accumulate else IndexPut.apply(
                 grad, Tensor(np.zeros((), grad.dtype)), index=index, accumulate=False)
-        if ctx.needs_input_grad[1]:
-            dvalues = GetItem.apply(grad, index=index)
-        return dx, dvalues
+        return dx, GetItem.apply(grad, index=index) if needs_dvalues else None
 
 
 class Cat(Function):
@@ -221,64 +225,6 @@ class Stack(Function):
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, ...]:
         dim, count = ctx.saved
         return tuple(grad[(slice(None),) * dim + (i,)] for i in range(count))
-
-
-class Where(Function):
-    """``y = cond ? a : b``; ``da = cond ? g : 0``, ``db = cond ? 0 : g``."""
-
-    @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, cond: np.ndarray) -> np.ndarray:
-        ctx.save_for_backward(cond)
-        return np.where(cond, a, b)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        (cond,) = ctx.saved
-        zero = np.zeros((), dtype=grad.dtype)
-        return np.where(cond, grad, zero), np.where(cond, zero, grad)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
-        (cond,) = ctx.saved
-        mask = Tensor(cond)
-        return where(mask, grad, 0.0), where(mask, 0.0, grad)
-
-
-class MaskedFill(Function):
-    """``y = mask ? value : x``; ``dx = mask ? 0 : g`` (filled positions get no gradient)."""
-
-    @staticmethod
-    def forward(ctx: Context, x: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
-        ctx.save_for_backward(mask)
-        return np.where(mask, np.asarray(value).astype(x.dtype), x)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (mask,) = ctx.saved
-        return (np.where(mask, np.zeros((), dtype=grad.dtype), grad),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        return (where(Tensor(ctx.saved[0]), 0.0, grad),)
-
-
-class Triangle(Function):
-    """``y = triu(x, k)`` or ``tril(x, k)``; ``dx`` = the same triangle of ``g``."""
-
-    @staticmethod
-    def forward(ctx: Context, x: np.ndarray, upper: bool, diagonal: int) -> np.ndarray:
-        ctx.save_for_backward(upper, diagonal)
-        return np.triu(x, diagonal) if upper else np.tril(x, diagonal)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        upper, diagonal = ctx.saved
-        return (np.triu(grad, diagonal) if upper else np.tril(grad, diagonal),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        upper, diagonal = ctx.saved
-        return (Triangle.apply(grad, upper=upper, diagonal=diagonal),)
 
 
 def getitem(input: Tensor, index: Any) -> Tensor:
@@ -387,65 +333,6 @@ def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     axis = normalize_dim("stack", dim, tensors[0].ndim, extra=1)
     dtype = dtypes.result_type(*tensors)
     return Stack.apply(*(to_dtype(t, dtype) for t in tensors), dim=axis)
-
-
-def _bool_mask(op: str, mask: Any) -> np.ndarray:
-    array = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
-    if array.dtype != np.bool_:
-        raise DTypeError(f"{op}: the mask/condition must be a boolean tensor, got dtype "
-                           f"{array.dtype}")
-    return array
-
-
-def where(condition: Any, input: Any = None, other: Any = None) -> Any:
-    """``input`` where ``condition`` is True, else ``other``, all broadcast together.
-
-    ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
-    """
-    cond = _bool_mask("where", condition)
-    if input is None and other is None:
-        return tuple(Tensor(i.astype(np.int64)) for i in np.nonzero(cond))
-    a, b = operands("where", input, other)
-    broadcast_shapes("where", cond.shape, a.shape, b.shape)
-    return Where.apply(a, b, cond=cond)
-
-
-def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
-    """``input`` with ``value`` written where ``mask`` is True (the two broadcast together; the
-    in-place ``masked_fill_`` needs the result to keep the input's shape)."""
-    check_tensor("masked_fill", "input", input)
-    array = _bool_mask("masked_fill", mask)
-    if isinstance(value, Tensor):
-        if value.ndim:
-            raise ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got "
-                               f"shape {value.shape}")
-        value = value.item()
-    if input.dtype.kind in "iu" and not (np.isfinite(value) and
-                                        np.iinfo(input.dtype).min <= value
-                                        <= np.iinfo(input.dtype).max):
-        raise ValueError(f"masked_fill: value {value} cannot be converted to {input.dtype} "
-                         "without overflow")
-    shape = broadcast_shapes("masked_fill", input.shape, array.shape)
-    if shape != input.shape:  # out of place, the mask may broadcast the input (PyTorch)
-        input = input.expand(shape)
-    return MaskedFill.apply(input, mask=array, value=value)
-
-
-def _triangle(op: str, x: Tensor, upper: bool, diagonal: int) -> Tensor:
-    check_tensor(op, "input", x)
-    if x.ndim < 2:
-        raise ShapeError(f"{op}: expected a tensor of at least 2 dims, got shape {x.shape}")
-    return Triangle.apply(x, upper=upper, diagonal=check_int(op, "diagonal", diagonal))
-
-
-def triu(input: Tensor, diagonal: int = 0) -> Tensor:
-    """The upper triangle of the last two dims (elements with ``j - i >= diagonal``)."""
-    return _triangle("triu", input, True, diagonal)
-
-
-def tril(input: Tensor, diagonal: int = 0) -> Tensor:
-    """The lower triangle of the last two dims (elements with ``j - i <= diagonal``)."""
-    return _triangle("tril", input, False, diagonal)
 
 
 class TopK(NamedTuple):

@@ -131,7 +131,7 @@ class Extremum(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        from .index import where
+        from .masking import where
 
         hit, ties, axes, keepdim = ctx.saved
         if not keepdim:

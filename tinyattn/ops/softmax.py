@@ -34,47 +34,48 @@ def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
     return np.moveaxis(kernel(*moved), -1, dim)
 
 
-class Softmax(Function):
+class _RowFunction(Function):
+    """A row op on a pair of kernels: the forward runs ``row_forward`` along ``dim`` and saves
+    its output ``y``; the backward runs ``row_backward(y, g)`` along the same dim."""
+
+    row_forward: staticmethod
+    row_backward: staticmethod
+
+    @classmethod
+    def forward(cls, ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
+        y = _along(cls.row_forward, dim, x)
+        ctx.save_for_backward(y, dim)
+        return y
+
+    @classmethod
+    def backward(cls, ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        y, dim = ctx.saved
+        return (_along(cls.row_backward, dim, y, grad),)
+
+
+class Softmax(_RowFunction):
     """``y = e^(x − max) / Σ e^(x − max)``; ``dx = y ⊙ (g − Σ g⊙y)`` along ``dim``."""
 
-    @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _along(softmax_forward, dim, x)
-        ctx.save_for_backward(y, dim)
-        return y
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        y, dim = ctx.saved
-        return (_along(softmax_backward, dim, y, grad),)
+    row_forward = staticmethod(softmax_forward)
+    row_backward = staticmethod(softmax_backward)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
         (x,) = ctx.inputs
-        dim = ctx.saved[1]
-        y = softmax(x, dim)
-        return (y * (grad - (grad * y).sum(dim, keepdim=True)),)
+        y = softmax(x, ctx.saved[1])
+        return (y * (grad - (grad * y).sum(ctx.saved[1], keepdim=True)),)
 
 
-class LogSoftmax(Function):
+class LogSoftmax(_RowFunction):
     """``y = x − max − log Σ e^(x − max)``; ``dx = g − e^y · Σ g`` along ``dim``."""
 
-    @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _along(log_softmax_forward, dim, x)
-        ctx.save_for_backward(y, dim)
-        return y
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        y, dim = ctx.saved
-        return (_along(log_softmax_backward, dim, y, grad),)
+    row_forward = staticmethod(log_softmax_forward)
+    row_backward = staticmethod(log_softmax_backward)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
         (x,) = ctx.inputs
-        dim = ctx.saved[1]
-        return (grad - softmax(x, dim) * grad.sum(dim, keepdim=True),)
+        return (grad - softmax(x, ctx.saved[1]) * grad.sum(ctx.saved[1], keepdim=True),)
 
 
 def _checked(op: str, x: Tensor, dim: int | None, dtype: object) -> tuple[Tensor, int]:

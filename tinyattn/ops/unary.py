@@ -8,6 +8,8 @@ multiplying by a 0/1 mask, so a NaN or inf elsewhere never turns a zero gradient
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ..autograd import Context, Function
@@ -166,7 +168,7 @@ class Relu(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        from .index import where
+        from .masking import where
 
         (x,) = ctx.inputs
         return (where(x <= 0, 0.0, grad),)
@@ -276,7 +278,7 @@ class Clamp(Function):
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        from .index import where
+        from .masking import where
 
         return (where(Tensor(ctx.saved[0]), grad, 0.0),)
 
@@ -295,49 +297,27 @@ class Cast(Function):
     differentiable_backward = backward
 
 
-def exp(input: Tensor) -> Tensor:
-    """Elementwise ``e^x``."""
-    return Exp.apply(floating("exp", input))
+def _float_op(op: str, function: type[Function], doc: str) -> Callable[[Tensor], Tensor]:
+    """The public function ``op``: ``function`` on the input made floating point."""
+
+    def apply(input: Tensor) -> Tensor:
+        return function.apply(floating(op, input))
+
+    apply.__name__ = apply.__qualname__ = op
+    apply.__doc__ = doc
+    return apply
 
 
-def log(input: Tensor) -> Tensor:
-    """Elementwise natural log (``-inf`` at 0 and NaN below, as numpy and PyTorch)."""
-    return Log.apply(floating("log", input))
-
-
-def sqrt(input: Tensor) -> Tensor:
-    """Elementwise square root."""
-    return Sqrt.apply(floating("sqrt", input))
-
-
-def rsqrt(input: Tensor) -> Tensor:
-    """Elementwise ``1 / √x``."""
-    return Rsqrt.apply(floating("rsqrt", input))
-
-
-def tanh(input: Tensor) -> Tensor:
-    """Elementwise hyperbolic tangent."""
-    return Tanh.apply(floating("tanh", input))
-
-
-def sigmoid(input: Tensor) -> Tensor:
-    """Elementwise logistic sigmoid."""
-    return Sigmoid.apply(floating("sigmoid", input))
-
-
-def sin(input: Tensor) -> Tensor:
-    """Elementwise sine."""
-    return Sin.apply(floating("sin", input))
-
-
-def cos(input: Tensor) -> Tensor:
-    """Elementwise cosine."""
-    return Cos.apply(floating("cos", input))
-
-
-def erf(input: Tensor) -> Tensor:
-    """Elementwise error function."""
-    return Erf.apply(floating("erf", input))
+exp = _float_op("exp", Exp, "Elementwise ``e^x``.")
+log = _float_op("log", Log, "Elementwise natural log (``-inf`` at 0 and NaN below, as numpy and "
+                "PyTorch).")
+sqrt = _float_op("sqrt", Sqrt, "Elementwise square root.")
+rsqrt = _float_op("rsqrt", Rsqrt, "Elementwise ``1 / √x``.")
+tanh = _float_op("tanh", Tanh, "Elementwise hyperbolic tangent.")
+sigmoid = _float_op("sigmoid", Sigmoid, "Elementwise logistic sigmoid.")
+sin = _float_op("sin", Sin, "Elementwise sine.")
+cos = _float_op("cos", Cos, "Elementwise cosine.")
+erf = _float_op("erf", Erf, "Elementwise error function.")
 
 
 def relu(input: Tensor) -> Tensor:

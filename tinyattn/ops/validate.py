@@ -82,6 +82,22 @@ def check_float(op: str, label: str, value: Any) -> Any:
     return value
 
 
+def check_mask(op: str, label: str, mask: Any, dtype: np.dtype) -> Any:
+    """An attention mask as a Tensor (a numpy array is wrapped): boolean, or of the query's
+    float ``dtype`` (added to the scores); else an error naming ``op`` and ``label``."""
+    from ..tensor import Tensor
+
+    if isinstance(mask, np.ndarray):
+        mask = Tensor(mask)
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{op}: {label} must be a Tensor or numpy array, got "
+                        f"{type(mask).__name__}")
+    if mask.dtype != np.bool_ and mask.dtype != dtype:
+        raise DTypeError(f"{op}: {label} must be boolean or have the query's dtype {dtype}, "
+                         f"got {mask.dtype}")
+    return mask
+
+
 def check_same_dtype(op: str, **tensors: Any) -> None:
     """PyTorch refuses mixed float dtypes in matmul-like ops: so does tinyattn."""
     present = {label: t.dtype for label, t in tensors.items() if t is not None}
