@@ -34,30 +34,23 @@ def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
     return np.moveaxis(kernel(*moved), -1, dim)
 
 
-class _RowFunction(Function):
-    """A row op on a pair of kernels: the forward runs ``row_forward`` along ``dim`` and saves
-    its output ``y``; the backward runs ``row_backward(y, g)`` along the same dim."""
+class Softmax(Function):
+    """``y = e^(x − max) / Σ e^(x − max)``; ``dx = y ⊙ (g − Σ g⊙y)`` along ``dim``.
 
-    row_forward: staticmethod
-    row_backward: staticmethod
+    The backward is the Jacobian ``diag(y) − y yᵀ`` of each row applied to ``g``; the row term
+    ``Σ g⊙y`` is why a whole row of scores' gradients sums to zero.
+    """
 
-    @classmethod
-    def forward(cls, ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _along(cls.row_forward, dim, x)
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
+        y = _along(softmax_forward, dim, x)
         ctx.save_for_backward(y, dim)
         return y
 
-    @classmethod
-    def backward(cls, ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
         y, dim = ctx.saved
-        return (_along(cls.row_backward, dim, y, grad),)
-
-
-class Softmax(_RowFunction):
-    """``y = e^(x − max) / Σ e^(x − max)``; ``dx = y ⊙ (g − Σ g⊙y)`` along ``dim``."""
-
-    row_forward = staticmethod(softmax_forward)
-    row_backward = staticmethod(softmax_backward)
+        return (_along(softmax_backward, dim, y, grad),)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
@@ -66,11 +59,19 @@ class Softmax(_RowFunction):
         return (y * (grad - (grad * y).sum(ctx.saved[1], keepdim=True)),)
 
 
-class LogSoftmax(_RowFunction):
+class LogSoftmax(Function):
     """``y = x − max − log Σ e^(x − max)``; ``dx = g − e^y · Σ g`` along ``dim``."""
 
-    row_forward = staticmethod(log_softmax_forward)
-    row_backward = staticmethod(log_softmax_backward)
+    @staticmethod
+    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
+        y = _along(log_softmax_forward, dim, x)
+        ctx.save_for_backward(y, dim)
+        return y
+
+    @staticmethod
+    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
+        y, dim = ctx.saved
+        return (_along(log_softmax_backward, dim, y, grad),)
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
