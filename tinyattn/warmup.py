@@ -156,12 +156,12 @@ class WarmupReport:
 
 
 def _bar(done: int, total: int, label: str, width: int = 24) -> str:
-    """``[#########---------------]  3/22 float32 attention``.
+    """A text progress bar: ``done`` of ``total`` steps, then the step's label.
 
     Examples
     --------
     >>> _bar(1, 4, "float32 matmul", width=8)
-    '[##------]  1/4 float32 matmul'
+    '[##------] 1/4 float32 matmul'
     """
     filled = width * done // total
     count = f"{done:>{len(str(total))}}/{total}"
