@@ -4,17 +4,21 @@ Each run is a fresh Python process. *Cold*: ``NUMBA_CACHE_DIR`` points to a new 
 so every kernel the step uses is compiled. *Warm*: it points to a directory that a cold run has
 filled, so every kernel is loaded from the cache. The time is taken from just before the process
 is started to the end of the first step (``loss.item()`` returned), the model built as in
-``bench_train_step.py``. Cold and warm runs alternate; the figure is the median of each.
+``bench_train_step.py``; the CPU time of the process is reported too (compiling is serial, so
+on a busy machine it is the steadier figure). Cold and warm runs alternate; the figures are
+the medians. ``--trees A B`` compares two source trees (say, two checkouts), alternating
+A B, B A, ... between them.
 
 ``--profile`` runs one cold process that reports, per compiled function, the number of
 signatures it was compiled for and the CPU seconds spent compiling it (its callees excluded).
 
-Run: ``python benchmarks/first_run.py [--runs 3] [--profile]``
+Run: ``python benchmarks/first_run.py [--runs 3] [--profile] [--trees DIR DIR]``
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -78,9 +82,12 @@ def _compile_profile(records: list) -> list:
     return sorted(own.values(), key=lambda e: -e[2])
 
 
-def run(cache_dir: str, profile: bool = False) -> dict:
-    """One fresh process with ``NUMBA_CACHE_DIR=cache_dir``; adds ``seconds`` to its result."""
+def run(cache_dir: str, profile: bool = False, tree: str | None = None) -> dict:
+    """One fresh process with ``NUMBA_CACHE_DIR=cache_dir`` (importing tinyattn from ``tree``
+    when given); adds the wall-clock ``seconds`` and the process's ``cpu_seconds``."""
     env = {**os.environ, "NUMBA_CACHE_DIR": cache_dir}
+    if tree:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
     command = [sys.executable, os.path.abspath(__file__), "--child"]
     if profile:
         command.append("--profile")
@@ -100,6 +107,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="cold and warm runs each")
     parser.add_argument("--profile", action="store_true",
                         help="one cold run, reporting compile time per function")
+    parser.add_argument("--trees", nargs="+", metavar="DIR",
+                        help="source trees to compare (tinyattn imported from each), their runs "
+                             "alternating A B, B A, ... (default: the installed tinyattn)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -123,27 +133,35 @@ def main() -> None:
         print(f"{sum(e[2] for e in result['profile']):13.2f}  total")
         return
 
-    results: dict = {"cold": [], "warm": []}
-    with tempfile.TemporaryDirectory() as warm_cache:
-        run(warm_cache)  # fills the warm cache
-        for _ in range(args.runs):
-            with tempfile.TemporaryDirectory() as cold_cache:
-                first = run(cold_cache)
-            results["cold"].append(first)
-            results["warm"].append(run(warm_cache))
-            print(f"cold {first['seconds']:.2f} s ({first['cpu_seconds']:.1f} s CPU), warm "
-                  f"{results['warm'][-1]['seconds']:.2f} s", flush=True)
-        stderr_lines = [line for line in first["stderr"].splitlines() if line.strip()]
-    for case, runs in results.items():
-        wall = [r["seconds"] for r in runs]
-        cpu = [r["cpu_seconds"] for r in runs]
-        print(f"{case} first step: median {np.median(wall):.2f} s wall, {np.median(cpu):.2f} s "
-              f"CPU over {args.runs} runs (wall {', '.join(f'{x:.2f}' for x in wall)})")
+    trees = args.trees or [None]
+    results: dict = {tree: {"cold": [], "warm": []} for tree in trees}
+    with contextlib.ExitStack() as stack:
+        warm_caches = {tree: stack.enter_context(tempfile.TemporaryDirectory()) for tree in trees}
+        for tree in trees:
+            run(warm_caches[tree], tree=tree)  # fills the warm cache
+        for round_ in range(args.runs):
+            for tree in trees if round_ % 2 == 0 else trees[::-1]:
+                with tempfile.TemporaryDirectory() as cold_cache:
+                    cold = run(cold_cache, tree=tree)
+                warm = run(warm_caches[tree], tree=tree)
+                results[tree]["cold"].append(cold)
+                results[tree]["warm"].append(warm)
+                print(f"{tree or 'installed'}: cold {cold['seconds']:.2f} s "
+                      f"({cold['cpu_seconds']:.1f} s CPU), warm {warm['seconds']:.2f} s "
+                      f"({warm['cpu_seconds']:.2f} s CPU), load {os.getloadavg()[0]:.2f}",
+                      flush=True)
+    for tree, cases in results.items():
+        for case, runs in cases.items():
+            wall = [r["seconds"] for r in runs]
+            cpu = [r["cpu_seconds"] for r in runs]
+            print(f"{tree or 'installed'}, {case} first step: median {np.median(wall):.2f} s "
+                  f"wall, {np.median(cpu):.2f} s CPU over {args.runs} runs "
+                  f"(wall {', '.join(f'{x:.2f}' for x in wall)})")
+        stderr_lines = [line for line in cases["cold"][-1]["stderr"].splitlines() if line]
+        if stderr_lines:
+            print("stderr of its last cold run:")
+            print("\n".join("  " + line for line in stderr_lines))
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    if stderr_lines:
-        print("stderr of the last cold run:")
-        print("\n".join("  " + line for line in stderr_lines))
-
 
 if __name__ == "__main__":
     main()
