@@ -10,6 +10,7 @@ Subcommands::
     tinyattn sample --checkpoint PATH     sample from a trained run
     tinyattn lab scale [--factor F]       how the score scale saturates the softmax
     tinyattn exercise list|new|check      write a backward pass by hand, get it graded
+    tinyattn warmup [--dtype float32]     compile every kernel ahead, with a progress bar
 
 Bad usage (an unknown option, a missing file) prints a message and exits with status 2.
 """
@@ -193,7 +194,15 @@ def build_parser() -> argparse.ArgumentParser:
                     "differences, on several shapes; exits with status 0 when it is right, "
                     "1 otherwise.")
     grade.add_argument("file", type=Path, metavar="FILE", help="the solution file")
-    for sub in (walk, check, train, sample, scale, listing, new, grade):
+    warm = commands.add_parser(
+        "warmup", help="compile every kernel ahead of the first run",
+        description="Compile every numba kernel tinyattn uses for the chosen dtypes (or load "
+                    "it from numba's on-disk cache), with a progress bar on stderr, so that "
+                    "later runs start without compiling. (A kernel compiled on first use "
+                    "says so in one line on stderr; TINYATTN_QUIET_COMPILE=1 silences it.)")
+    warm.add_argument("--dtype", choices=("float32", "float64", "all"), default="all",
+                      help="the dtypes to compile the kernels for (default all)")
+    for sub in (walk, check, train, sample, scale, listing, new, grade, warm):
         sub.set_defaults(command_parser=sub)
     lab.set_defaults(command_parser=lab)
     exercise.set_defaults(command_parser=exercise)
@@ -365,6 +374,13 @@ def _exercise(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0 if grade.passed else 1
 
 
+def _warmup(args: argparse.Namespace) -> int:
+    from .warmup import DTYPE_CHOICES, warmup
+
+    print(warmup(DTYPE_CHOICES[args.dtype]))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``tinyattn`` command; returns the exit status.
 
@@ -378,6 +394,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = args.command_parser  # errors name the subcommand in their usage line
     if args.command == "exercise":
         return _exercise(parser, args)
+    if args.command == "warmup":
+        return _warmup(args)
     from .train import set_threads
 
     try:

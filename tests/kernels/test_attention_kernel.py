@@ -398,10 +398,11 @@ def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
     results = []
     for parallel in (False, True):
         forward = np.empty_like(out), np.empty_like(lse)
-        attention._attention_forward_kernel(q, k, v, *kernel_options, *forward, parallel)
+        attention._attention_forward_kernel(q, k, v, *kernel_options, *forward,
+                                            parallel=parallel)
         grads = np.empty_like(q), np.empty_like(k), np.empty_like(v)
         attention._attention_backward_kernel(q, k, v, out, lse, dout, *kernel_options, *grads,
-                                             parallel)
+                                             parallel=parallel)
         results.append((*forward, *grads))
     for serial, threaded in zip(*results, strict=True):
         np.testing.assert_array_equal(serial, threaded)

@@ -9,6 +9,9 @@ The kernel wrappers state what they rely on (dtype, shapes, index ranges) as ``a
 import numpy as np
 
 from . import parallel  # noqa: F401  (selects a thread-safe numba threading layer first)
+from .compile_notice import install as _install_compile_notice
+
+_install_compile_notice()  # a line on stderr when a kernel family compiles (not when cached)
 
 #: The dtypes every kernel is compiled for.
 FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

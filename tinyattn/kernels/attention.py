@@ -61,6 +61,13 @@ to run and for any thread count. The backward has only ``B·Hkv`` tasks: with fe
 are threads (one sequence with multi-query attention), some threads idle. Below
 ``_PARALLEL_MIN_WORK`` multiply-adds the tasks run serially: waking the thread pool then
 costs more than the work.
+
+Compile cost. The two kernels are :class:`~.parallel.ParallelKernel` s: a run compiles only
+the variant (serial or parallel) it takes. Each helper is compiled for one signature per
+dtype: the task index reaches the per-task function as an ``int64`` from either variant,
+constant arguments are numpy scalars rather than literals (numba would compile a helper once
+more for a literal ``0`` or ``True``), and blocks are copied element by element (a slice
+assignment would also compile numba's shape-mismatch error message).
 """
 
 from __future__ import annotations
@@ -76,7 +83,7 @@ from .attention_reference import (  # noqa: F401  (the twins, also reachable fro
 )
 from .counter_rng import fold_key, state_to_uniform
 from .exp import fast_exp
-from .parallel import kernel_section
+from .parallel import parallel_kernel
 from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 
 # Queries per block (the contiguous, vectorised axis; a whole number of tiles) and keys per
@@ -84,6 +91,11 @@ from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 _BLOCK_Q = 128
 _BLOCK_K = 64
 _PARALLEL_MIN_WORK = 2**21
+# Constant arguments of the helpers, as numpy scalars: numba compiles a function once per
+# distinct argument types, and a Python literal (``0``, ``True``) at a call site is a type of
+# its own, which would compile the helper again for that call site alone.
+_ZERO = np.int64(0)
+_TRUE, _FALSE = np.bool_(True), np.bool_(False)
 
 
 @njit(cache=True)
@@ -107,7 +119,9 @@ def _padded_rows(x, n_cols):
     if x.shape[1] == n_cols:
         return x
     padded = np.zeros((x.shape[0], n_cols), x.dtype)
-    padded[:, : x.shape[1]] = x
+    for i in range(x.shape[0]):
+        for d in range(x.shape[1]):
+            padded[i, d] = x[i, d]
     return padded
 
 
@@ -138,7 +152,7 @@ def _scores_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, quer
         for x in range(0, n_cols, tile_cols):
             first_query, last_query = query0 + x, query0 + x + tile_cols - 1
             if last_query - first_key >= band_lo and first_query - last_key <= band_hi:
-                tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, 0, n_inner, False)
+                tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, _ZERO, n_inner, _FALSE)
 
 
 @njit(cache=True)
@@ -153,7 +167,7 @@ def _over_queries_product(c, c_row0, n_rows, n_cols, a, b, n_inner, key0, query0
         t1 = min(n_inner, last_key + band_hi + 1 - query0)
         if t0 < t1:
             for x in range(0, n_cols, tile_cols):
-                tile_product(a, r, b, x, c, c_row0 + r, x, t0, t1, True)
+                tile_product(a, r, b, x, c, c_row0 + r, x, t0, t1, _TRUE)
 
 
 @njit(cache=True)
@@ -168,7 +182,7 @@ def _over_keys_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, q
         t1 = min(n_inner, last_query - band_lo + 1 - key0)
         if t0 < t1:
             for r in range(0, n_rows, TILE_ROWS):
-                tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, t0, t1, True)
+                tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, t0, t1, _TRUE)
 
 
 @njit(cache=True)
@@ -254,7 +268,8 @@ def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, 
         # 1-D views of the active columns, so that the loops below vectorise
         block_new, block_shift, block_alpha = new_max[c0:c1], shift[c0:c1], alpha[c0:c1]
         block_run_max, block_run_sum = run_max[c0:c1], run_sum[c0:c1]
-        block_new[:] = block_run_max
+        for x in range(n_cols):
+            block_new[x] = block_run_max[x]
         for jj in range(nk):
             first, stop = _band_columns(j0 + jj, query0, band_lo, band_hi, n_cols)
             row, row_new = st[jj, c0 + first : c0 + stop], block_new[first:stop]
@@ -300,18 +315,13 @@ def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, 
             lse[b, h, i] = -np.inf
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _attention_forward_kernel(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                              block_q, block_k, tile_cols, out, lse, parallel):
+                              block_q, block_k, tile_cols, out, lse):
     n_tasks = q.shape[0] * q.shape[1] * -(-q.shape[2] // block_q)
-    if parallel:
-        for task in prange(n_tasks):
-            _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                           block_q, block_k, tile_cols, out, lse, task)
-    else:
-        for task in range(n_tasks):
-            _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                           block_q, block_k, tile_cols, out, lse, task)
+    for task in prange(n_tasks):
+        _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                       block_q, block_k, tile_cols, out, lse, np.int64(task))
 
 
 @njit(cache=True)
@@ -366,12 +376,12 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
             for i0 in range(query_start, query_stop, block_q):
                 nq = min(block_q, query_stop - i0)
                 n_cols = _round_up(nq, tile_cols)  # columns past nq get zero weight
-                _scores_product(st, 0, nk, n_cols, k_block, q_t, i0, d_head, j0, i0, band_lo,
-                                band_hi, tile_cols)
-                _scores_product(dpt, 0, nk, n_cols, v_block, dout_t, i0, d_value, j0, i0,
+                _scores_product(st, _ZERO, nk, n_cols, k_block, q_t, i0, d_head, j0, i0,
+                                band_lo, band_hi, tile_cols)
+                _scores_product(dpt, _ZERO, nk, n_cols, v_block, dout_t, i0, d_value, j0, i0,
                                 band_lo, band_hi, tile_cols)
                 if has_bias:
-                    _add_bias(st, nk, 0, n_cols, nq, bias, b, h, i0, j0, band_lo, band_hi)
+                    _add_bias(st, nk, _ZERO, n_cols, nq, bias, b, h, i0, j0, band_lo, band_hi)
                 for jj in range(nk):
                     first, stop = _band_columns(j0 + jj, i0, band_lo, band_hi, n_cols)
                     st[jj, :first] = 0.0
@@ -381,11 +391,13 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
                         row[x] = fast_exp(row[x] - row_lse[x])
                 p_z = st
                 if dropout_p > 0.0:
-                    p_kept[:nk, :n_cols] = st[:nk, :n_cols]
-                    _dropout_factors(p_kept, 0, nq, head_state, dropout_p, keep_scale, i0, j0,
+                    for jj in range(nk):
+                        for x in range(n_cols):
+                            p_kept[jj, x] = st[jj, x]
+                    _dropout_factors(p_kept, _ZERO, nq, head_state, dropout_p, keep_scale, i0,
+                                     j0, nk, band_lo, band_hi)
+                    _dropout_factors(dpt, _ZERO, nq, head_state, dropout_p, keep_scale, i0, j0,
                                      nk, band_lo, band_hi)
-                    _dropout_factors(dpt, 0, nq, head_state, dropout_p, keep_scale, i0, j0, nk,
-                                     band_lo, band_hi)
                     p_z = p_kept
                 _over_queries_product(dv_acc, j0, nk, d_value, p_z[:nk], dout_rows[i0 : i0 + nq],
                                       nq, j0, i0, band_lo, band_hi, tile_cols)
@@ -399,7 +411,7 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
                         dp_row[x] = p_row[x] * (dp_row[x] - row_delta[x])
                 _over_queries_product(dk_acc, j0, nk, d_head, dpt[:nk], q_rows[i0 : i0 + nq], nq,
                                       j0, i0, band_lo, band_hi, tile_cols)
-                _over_keys_product(dq_t, i0, d_head, n_cols, k_block.T, dpt, 0, nk, j0, i0,
+                _over_keys_product(dq_t, i0, d_head, n_cols, k_block.T, dpt, _ZERO, nk, j0, i0,
                                    band_lo, band_hi, tile_cols)
         for i in range(n_queries):
             for d in range(d_head):
@@ -411,19 +423,13 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
             dv[b, hk, j, e] = dv_acc[j, e]
 
 
-@njit(cache=True, parallel=True)
+@parallel_kernel
 def _attention_backward_kernel(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                               dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv,
-                               parallel):
-    n_tasks = k.shape[0] * k.shape[1]
-    if parallel:
-        for task in prange(n_tasks):
-            _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                              dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task)
-    else:
-        for task in range(n_tasks):
-            _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                              dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task)
+                               dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv):
+    for task in prange(k.shape[0] * k.shape[1]):
+        _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
+                          dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv,
+                          np.int64(task))
 
 
 def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:
@@ -529,8 +535,7 @@ def attention_forward(
     lse = np.empty((B, H, T), q.dtype)
     n_tasks = B * H * -(-T // _BLOCK_Q)
     parallel = _parallel(n_tasks, B * H * T * k.shape[2] * (D + v.shape[3]))
-    with kernel_section:
-        _attention_forward_kernel(q, k, v, *options, out, lse, parallel)
+    _attention_forward_kernel(q, k, v, *options, out, lse, parallel=parallel)
     return out, lse
 
 
@@ -567,6 +572,5 @@ def attention_backward(
     out, lse, dout = (np.ascontiguousarray(x) for x in (out, lse, dout))
     dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
     parallel = _parallel(B * k.shape[1], B * H * T * k.shape[2] * (D + v.shape[3]))
-    with kernel_section:
-        _attention_backward_kernel(q, k, v, out, lse, dout, *options, dq, dk, dv, parallel)
+    _attention_backward_kernel(q, k, v, out, lse, dout, *options, dq, dk, dv, parallel=parallel)
     return dq, dk, dv

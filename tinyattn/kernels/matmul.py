@@ -74,9 +74,12 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
 * **Compile cost.** Each kernel has one specialisation per dtype: A and B reach
   :func:`_gemm` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
-  tile is inlined into it. The tile's geometry is a compile-time constant that depends only on
-  the vector unit, which numba's cache key already holds (CPU name and features), so a cache
-  compiled for another CPU is never loaded.
+  tile is inlined into it. Edge tiles go through the same call of :func:`_micro_tile` as the
+  others (one signature), and blocks are copied element by element: a slice assignment would
+  also compile numba's shape-mismatch error, whose message formatting costs seconds. The
+  tile's geometry is a compile-time constant that depends only on the vector unit, which
+  numba's cache key already holds (CPU name and features), so a cache compiled for another
+  CPU is never loaded.
 
 Floating-point: the tile's ``a·b + c`` is contracted to an FMA where the CPU has one (one
 rounding fewer); nothing is reassociated and ``nnan``/``ninf`` are never assumed, so the
@@ -349,7 +352,8 @@ def _pack(b, packed, by_columns):
                     panel[p, j] = column[p]
         else:
             for p in range(k):
-                panel[p, :valid] = b[o, p, j0:j0 + valid]
+                for j in range(valid):
+                    panel[p, j] = b[o, p, j0 + j]
         panel[:, valid:] = 0
 
 
@@ -560,14 +564,25 @@ def _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_b
                         b, j0 = b_data[b_index[o] * b_panels + jp], 0
                     cj = jp * nr
                     cols = min(nr, n - cj)
-                    if cols == nr:
-                        _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, i0, cj, p0 > 0,
-                                    first)
-                        continue
-                    if p0 > 0:
-                        edge[first:, :cols] = c[i0 + first:i0 + MR, cj:cj + cols]
-                    _micro_tile(a, a_transposed, i0, b, j0, p0, p1, edge, 0, 0, p0 > 0, first)
-                    c[i0 + first:i0 + MR, cj:cj + cols] = edge[first:, :cols]
+                    on_edge = cols < nr
+                    if on_edge and p0 > 0:
+                        _copy_block(c, i0 + first, cj, edge, first, 0, MR - first, cols)
+                    # one call site, one signature: the tile goes to C or to the scratch tile
+                    target = edge if on_edge else c
+                    ti, tj = (0, 0) if on_edge else (i0, cj)
+                    _micro_tile(a, a_transposed, i0, b, j0, p0, p1, target, ti, tj, p0 > 0,
+                                first)
+                    if on_edge:
+                        _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
+
+
+@njit(cache=True)
+def _copy_block(src, si, sj, dst, di, dj, rows, cols):
+    """``dst[di:di+rows, dj:dj+cols] = src[si:si+rows, sj:sj+cols]``, element by element (a
+    slice assignment would compile numba's shape-mismatch error path, strings and all)."""
+    for r in range(rows):
+        for j in range(cols):
+            dst[di + r, dj + j] = src[si + r, sj + j]
 
 
 @njit(cache=True)

@@ -131,7 +131,8 @@ class ParallelKernel:
     numba's on-disk cache files a function's compilations under its qualified name and first
     line, not under its compile flags: two dispatchers of one Python function would load each
     other's cached code (the "parallel" one then runs serially). The parallel compilation is
-    therefore made from a copy of the body named ``<qualname>.parallel``.
+    therefore made from a copy of the body named ``<qualname>.parallel``. Each variant compiles
+    on its first call: a run that only ever takes one compiles only that one.
     """
 
     def __init__(self, body: Callable, **options: Any):

@@ -1,0 +1,116 @@
+"""Compiling ahead (``tinyattn warmup``) and the line printed when a kernel family compiles."""
+
+import importlib
+import io
+import math
+import os
+import pkgutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from numba.core.registry import CPUDispatcher
+
+import tinyattn.kernels
+from tinyattn import warmup as warmup_module
+from tinyattn.cli import build_parser, main
+from tinyattn.kernels.compile_notice import QUIET_VARIABLE, notice
+from tinyattn.kernels.dropout import _dropout_kernel
+from tinyattn.kernels.parallel import ParallelKernel
+from tinyattn.warmup import FAMILIES, HELPER_MODULES, warmup
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _modules_with_kernels() -> set[str]:
+    """The modules of tinyattn.kernels that define a jitted function or a ParallelKernel."""
+    found = set()
+    for info in pkgutil.iter_modules(tinyattn.kernels.__path__):
+        module = importlib.import_module(f"tinyattn.kernels.{info.name}")
+        for value in vars(module).values():
+            if (isinstance(value, (CPUDispatcher, ParallelKernel))
+                    and getattr(value, "__module__", module.__name__) == module.__name__):
+                found.add(info.name)
+    return found
+
+
+def test_every_module_with_kernels_is_a_family_or_a_helper():
+    families, helpers = set(FAMILIES), set(HELPER_MODULES)
+    assert not families & helpers
+    assert families | helpers == _modules_with_kernels()
+
+
+def test_warmup_compiles_both_variants_and_reports_each_step():
+    stream = io.StringIO()
+    report = warmup(["float32"], families=["dropout"], stream=stream)
+    assert [(family, dtype) for family, dtype, _ in report.steps] == [("dropout", "float32")]
+    assert report.seconds >= report.steps[0][2] >= 0
+    assert "[########################] 1/1 float32 dropout" in stream.getvalue()
+    assert "1 kernel families for float32" in str(report)
+    for variant in (_dropout_kernel.serial, _dropout_kernel.parallel):
+        assert any(signature[0].dtype.name == "float32" for signature in variant.signatures)
+
+
+def test_warmup_rejects_unknown_families_and_dtypes():
+    with pytest.raises(ValueError, match="unknown kernel families \\['conv'\\]"):
+        warmup(["float32"], families=["conv"])
+    with pytest.raises(ValueError, match="float32 or float64"):
+        warmup(["int32"], families=["dropout"])
+
+
+def test_warmup_subcommand_passes_the_dtypes(monkeypatch, capsys):
+    assert build_parser().parse_args(["warmup"]).dtype == "all"
+    calls = []
+
+    def fake_warmup(dtypes):
+        calls.append(tuple(dtypes))
+        return "tinyattn warmup: done"
+
+    monkeypatch.setattr(warmup_module, "warmup", fake_warmup)
+    assert main(["warmup", "--dtype", "float64"]) == 0
+    assert main(["warmup"]) == 0
+    assert calls == [("float64",), ("float32", "float64")]
+    assert capsys.readouterr().out.count("tinyattn warmup: done") == 2
+
+
+_ERF_TWICE = """
+import math
+import numpy as np
+from tinyattn.kernels.special import erf
+x = np.array([0.5, -1.0], np.float32)
+erf(x)
+print(erf(x).tolist())
+"""
+
+
+def _child(code: str, cache_dir: str, **env: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter with numba's cache in ``cache_dir``."""
+    environment = {k: v for k, v in os.environ.items() if k != QUIET_VARIABLE}
+    environment.update(NUMBA_CACHE_DIR=cache_dir, **env)
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
+                                                              environment.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
+                            text=True, timeout=300, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def test_compile_line_once_when_compiling_none_when_cached_or_quiet(tmp_path):
+    line = notice("tinyattn.kernels.special", "float32")
+    assert line == "tinyattn: compiling special kernels for float32 (first run only)..."
+
+    imported = _child("import tinyattn", str(tmp_path / "cache"))
+    assert imported.stderr == ""  # importing compiles nothing
+
+    compiled = _child(_ERF_TWICE, str(tmp_path / "cache"))
+    assert compiled.stderr.splitlines() == [line]
+    values = [float(v) for v in compiled.stdout.strip().strip("[]").split(",")]
+    np.testing.assert_allclose(values, [math.erf(0.5), math.erf(-1.0)], rtol=1e-6)
+
+    cached = _child(_ERF_TWICE, str(tmp_path / "cache"))
+    assert cached.stderr == "" and cached.stdout == compiled.stdout
+
+    quiet = _child(_ERF_TWICE, str(tmp_path / "empty"), **{QUIET_VARIABLE: "1"})
+    assert quiet.stderr == "" and quiet.stdout == compiled.stdout
