@@ -20,7 +20,7 @@ process of its own in float32, alternating tinyattn, torch, torch, tinyattn, ...
 ``--rounds`` rounds; a process times ``--calls`` HVPs of each method after a warm-up. The ratio
 is the median over rounds of tinyattn's median ÷ torch's.
 
-Run: ``python benchmarks/bench_hvp.py [--rounds 7] [--calls 5]``
+Run: ``python benchmarks/bench_hvp.py [--rounds 7] [--calls 5] [--threads 2]``
 """
 
 from __future__ import annotations
@@ -161,10 +161,11 @@ def check_agreement() -> str:
             f"functional.hvp to {worst:.1e} relative")
 
 
-def child(side: str, calls: int, files: str | None) -> None:
+def child(side: str, calls: int, files: str | None, threads: int) -> None:
     """In a fresh process: time ``calls`` HVPs of each method (float32); print JSON."""
-    from timing import peak_rss_mb
+    from timing import peak_rss_mb, set_threads
 
+    set_threads(side, threads)
     if side == "tinyattn":
         _, methods = tinyattn_hvps(W3_NO_DROPOUT, "float32")
     else:
@@ -184,10 +185,10 @@ def child(side: str, calls: int, files: str | None) -> None:
     print(json.dumps(result))
 
 
-def run_child(side: str, calls: int, files: str) -> dict:
+def run_child(side: str, calls: int, files: str, threads: int) -> dict:
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", side, "--calls", str(calls),
-         "--files", files], capture_output=True, text=True, check=False)
+         "--files", files, "--threads", str(threads)], capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"HVP {side} child failed:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -197,12 +198,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds")
     parser.add_argument("--calls", type=int, default=5, help="timed HVPs per method and process")
+    parser.add_argument("--threads", type=int, default=2, help="threads of each side")
     parser.add_argument("--output", type=Path, default=HERE / "results_hvp.md")
     parser.add_argument("--child", choices=["tinyattn", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--files", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.calls, args.files)
+        child(args.child, args.calls, args.files, args.threads)
         return
 
     from timing import alternating_rounds, load_average, machine_header, prepend_section
@@ -218,7 +220,8 @@ def main() -> None:
         np.savez(files[0], **torch_state(numpy_state(model), W3.layers))
         np.savez(files[1], **torch_state(vectors(model), W3.layers))
         runs = alternating_rounds(["tinyattn", "torch"], args.rounds,
-                                  lambda side: run_child(side, args.calls, ",".join(files)))
+                                  lambda side: run_child(side, args.calls, ",".join(files),
+                                                         args.threads))
     load_after = load_average()
     rows = []
     for ours_method, ref_method in [(m, m) for m in METHODS] + [METHODS]:
@@ -230,14 +233,16 @@ def main() -> None:
                     f"{ratios.min():.2f}–{ratios.max():.2f} |")
     rss = [np.median([run["peak_rss_mb"] for run in runs[side]]) for side in ("tinyattn",
                                                                             "torch")]
-    command = f"python benchmarks/bench_hvp.py --rounds {args.rounds} --calls {args.calls}"
+    command = (f"python benchmarks/bench_hvp.py --rounds {args.rounds} --calls {args.calls} "
+               f"--threads {args.threads}")
     section = "\n".join([
         f"## {machine_header()}",
         "",
         f"Vector unit (numba's target): {vector_unit().describe()}",
         "",
         f"Command: `{command}` (from the repository root); {agreement}. Float32, W3 model and "
-        f"batch with dropout off, each side in its own fresh process, {args.rounds} alternating "
+        f"batch with dropout off, each side in its own fresh process with {args.threads} "
+        f"thread(s), {args.rounds} alternating "
         f"rounds of {args.calls} HVPs per method; ms = median over rounds of each process's "
         "median; ratio = median over rounds of tinyattn ms ÷ torch ms. Peak RSS of a process "
         f"(both methods): tinyattn {rss[0]:.0f} MB, torch {rss[1]:.0f} MB. Load average "

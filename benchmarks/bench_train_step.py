@@ -17,7 +17,7 @@ tinyattn's median ÷ torch's. ``--cold`` also times a tinyattn process with an e
 The builders (:func:`tinyattn_model`, :func:`torch_model`, :func:`batch`, ...) are shared with
 ``bench_hvp.py``.
 
-Run: ``python benchmarks/bench_train_step.py [--rounds 9] [--steps 30] [--cold]``
+Run: ``python benchmarks/bench_train_step.py [--rounds 9] [--steps 30] [--threads 2] [--cold]``
 """
 
 from __future__ import annotations
@@ -112,12 +112,11 @@ def torch_state(ours: dict[str, np.ndarray], layers: int) -> dict[str, np.ndarra
 
 
 def torch_model(state: dict[str, np.ndarray], shape: Shape = W3):
-    """The same model in PyTorch eager (2 threads) with the weights ``state`` (see
-    :func:`torch_state`) loaded; float64 if the weights are."""
+    """The same model in PyTorch eager with the weights ``state`` (see :func:`torch_state`)
+    loaded; float64 if the weights are."""
     import torch
     from torch import nn
 
-    torch.set_num_threads(2)
     C, p = shape.width, shape.dropout
 
     class Block(nn.Module):
@@ -207,10 +206,11 @@ def check_agreement() -> str:
     return f"losses agree over 5 steps without dropout (max |diff| {worst:.1e})"
 
 
-def child(side: str, steps: int, weights: str | None) -> None:
+def child(side: str, steps: int, weights: str | None, threads: int) -> None:
     """In a fresh process: one step, then ``steps`` timed steps; print the results as JSON."""
-    from timing import minor_page_faults, peak_rss_mb
+    from timing import minor_page_faults, peak_rss_mb, set_threads
 
+    set_threads(side, threads)
     if side == "tinyattn":
         step = tinyattn_step(tinyattn_model(), *batch())
     else:
@@ -234,12 +234,13 @@ def child(side: str, steps: int, weights: str | None) -> None:
     }))
 
 
-def run_child(side: str, steps: int, weights: str, env: dict | None = None) -> dict:
+def run_child(side: str, steps: int, weights: str, threads: int,
+              env: dict | None = None) -> dict:
     start = time.time()
     done = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--child", side, "--steps", str(steps),
-         "--weights", weights], capture_output=True, text=True, check=False,
-        env={**os.environ, **(env or {})})
+         "--weights", weights, "--threads", str(threads)],
+        capture_output=True, text=True, check=False, env={**os.environ, **(env or {})})
     if done.returncode != 0:
         raise SystemExit(f"W3 {side} child failed:\n{done.stderr[-3000:]}")
     result = json.loads(done.stdout.strip().splitlines()[-1])
@@ -253,6 +254,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9, help="alternating rounds")
     parser.add_argument("--steps", type=int, default=30, help="timed steps per process")
+    parser.add_argument("--threads", type=int, default=2, help="threads of each side")
     parser.add_argument("--cold", action="store_true",
                         help="also time a tinyattn process with an empty numba cache")
     parser.add_argument("--output", type=Path, default=HERE / "results_train_step.md")
@@ -260,7 +262,7 @@ def main() -> None:
     parser.add_argument("--weights", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.steps, args.weights)
+        child(args.child, args.steps, args.weights, args.threads)
         return
 
     from timing import alternating_rounds, load_average, machine_header, prepend_section
@@ -273,11 +275,13 @@ def main() -> None:
         weights = os.path.join(folder, "w3.npz")
         np.savez(weights, **torch_state(numpy_state(tinyattn_model()), W3.layers))
         runs = alternating_rounds(["tinyattn", "torch"], args.rounds,
-                                  lambda side: run_child(side, args.steps, weights))
+                                  lambda side: run_child(side, args.steps, weights,
+                                                         args.threads))
         cold = None
         if args.cold:
             with tempfile.TemporaryDirectory() as cache:
-                cold = run_child("tinyattn", 3, weights, env={"NUMBA_CACHE_DIR": cache})
+                cold = run_child("tinyattn", 3, weights, args.threads,
+                                 env={"NUMBA_CACHE_DIR": cache})
     load_after = load_average()
 
     def med(side: str, key: str) -> float:
@@ -287,14 +291,16 @@ def main() -> None:
     ratios = np.array(ours_ms) / np.array(ref_ms)
     rss = med("tinyattn", "peak_rss_mb"), med("torch", "peak_rss_mb")
     best = [min(run["best_ms"] for run in runs[side]) for side in ("tinyattn", "torch")]
-    command = f"python benchmarks/bench_train_step.py --rounds {args.rounds} --steps {args.steps}"
+    command = (f"python benchmarks/bench_train_step.py --rounds {args.rounds} --steps "
+               f"{args.steps} --threads {args.threads}")
     lines = [
         f"## {machine_header()}",
         "",
         f"Vector unit (numba's target): {vector_unit().describe()}",
         "",
         f"Command: `{command}`{' --cold' if args.cold else ''} (from the repository root); "
-        f"{agreement}. Each side in its own fresh process, {args.rounds} alternating rounds of "
+        f"{agreement}. Each side in its own fresh process with {args.threads} thread(s), "
+        f"{args.rounds} alternating rounds of "
         f"{args.steps} timed steps; ms = median over rounds of each process's median step; "
         f"ratio = median over rounds of tinyattn ms ÷ torch ms (range "
         f"{ratios.min():.2f}–{ratios.max():.2f}). Load average (1/5/15 min) before: "

@@ -18,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 import numpy as np
 
@@ -84,6 +85,19 @@ def ratio_of_medians(ours: Sequence[float], reference: Sequence[float]) -> tuple
     return float(np.median(ratios)), float(ratios.min()), float(ratios.max())
 
 
+def set_threads(side: str, threads: int) -> None:
+    """Use ``threads`` threads in this process: numba's for tinyattn (at most the pool size it
+    was started with), torch's intra-op pool for torch."""
+    if side == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    else:
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
 def load_average() -> str:
     """The 1, 5 and 15 minute load averages, as ``a/b/c``."""
     return "/".join(f"{x:.1f}" for x in os.getloadavg())
@@ -131,14 +145,10 @@ def machine_header() -> str:
                 cpu = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import numba
-
-    versions = [f"numpy {np.__version__}", f"numba {numba.__version__}"]
-    try:
-        import torch
-
-        versions.append(f"torch {torch.__version__}")
-    except ImportError:
+    versions = [f"numpy {np.__version__}", f"numba {metadata.version('numba')}"]
+    try:  # without importing torch, which would weigh on the memory of the calling process
+        versions.append(f"torch {metadata.version('torch')}")
+    except metadata.PackageNotFoundError:
         versions.append("torch not installed")
     date = time.strftime("%Y-%m-%d")
     return f"{date} · {cpu} · {os.cpu_count()} cores · " + ", ".join(versions)
