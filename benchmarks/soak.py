@@ -7,6 +7,7 @@ graph per step (~10 MB of saved activations) or of one small object per op shows
 keeps growing after the first few hundred steps; a healthy run is flat.
 
 Run: ``python benchmarks/soak.py [--steps 10000] [--every 500] [--out benchmarks/results_soak.md]``
+(the new table goes first in the results file; earlier runs are kept below it).
 """
 
 from __future__ import annotations
@@ -15,10 +16,15 @@ import argparse
 import gc
 import math
 import os
-import platform
+import sys
 import time
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from timing import machine_header, prepend_section
+
+TITLE = "# Soak: memory over training steps of the W3 model (newest first)"
 
 
 def rss_mb() -> float:
@@ -40,6 +46,10 @@ def main() -> None:
 
     import tinyattn as ta
 
+    earlier = ""
+    if os.path.exists(args.out):  # rewritten at every report: keep what was there at the start
+        with open(args.out) as file:
+            earlier = file.read()
     ta.manual_seed(0)
     config = ta.models.TransformerLMConfig(vocab_size=65, context_length=64, embed_dim=128,
                                            num_heads=4, num_layers=2, dropout=0.1)
@@ -63,23 +73,25 @@ def main() -> None:
                          time.perf_counter() - start, os.getloadavg()[0]))
             print(f"step {step:6d}  loss {value:.4f}  rss {rows[-1][2]:.1f} MB  "
                   f"objects {rows[-1][3]}  {rows[-1][4]:.0f} s", flush=True)
-            write_report(args.out, rows, args.steps)
+            with open(args.out, "w") as file:
+                file.write(earlier)
+            prepend_section(args.out, TITLE, report(rows, args.steps))
 
 
-def write_report(path: str, rows: list[tuple], total_steps: int) -> None:
+def report(rows: list[tuple], total_steps: int) -> str:
     """The markdown table so far (rewritten at every report, so a stopped run leaves one)."""
     import numba
 
     baseline = next((r for r in rows if r[0] >= 500), rows[0])
     last = rows[-1]
     lines = [
-        f"# Soak: memory over {total_steps:,} training steps"
-        + ("" if last[0] == total_steps else f" (in progress: {last[0]:,} done)"),
+        f"## {total_steps:,} steps"
+        + ("" if last[0] == total_steps else f" (in progress: {last[0]:,} done)")
+        + f" · {machine_header()}",
         "",
         f"W3 model (421,697 parameters), float32, dropout 0.1, AdamW lr 3e-4, batch 16×64; "
-        f"{platform.processor() or platform.machine()}, numba {numba.__version__} "
-        f"({numba.threading_layer()}, {numba.get_num_threads()} threads), "
-        f"numpy {np.__version__}. Produced by `python benchmarks/soak.py`.",
+        f"numba {numba.threading_layer()} threading layer, {numba.get_num_threads()} threads. "
+        f"Produced by `python benchmarks/soak.py --steps {total_steps}`.",
         "",
         f"| step | loss | RSS (MB) | RSS − RSS@{baseline[0]} (MB) | gc objects | elapsed (s) "
         "| load avg |",
@@ -92,8 +104,7 @@ def write_report(path: str, rows: list[tuple], total_steps: int) -> None:
               f"{last[2] - baseline[2]:+.1f} MB; mean step time "
               f"{1000 * last[4] / last[0]:.1f} ms. The load average column shows how busy "
               "the 2-core machine was (other jobs share it), which sets the step time."]
-    with open(path, "w") as out:
-        out.write("\n".join(lines) + "\n")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

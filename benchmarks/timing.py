@@ -1,8 +1,12 @@
-"""Side-by-side timing for the benchmarks: interleaved A/B pairs, median of per-pair ratios.
+"""Side-by-side timing for the benchmarks.
 
-The machines are shared and noisy, so absolute times drift; a ratio taken from two calls made
-back to back holds. Every benchmark script measures tinyattn and its reference with
-:func:`compare`, after checking that both produce the same numbers.
+The machines are shared and noisy, so absolute times drift; a ratio taken from two measurements
+made back to back holds. The headline figures run each side in a fresh process of its own,
+alternating A, B, B, A, ... over rounds (:func:`alternating_rounds`), and report the median over
+rounds of the ratio of the two sides' medians: numba's, torch's and OpenBLAS's OpenMP threads
+spin after a parallel region and steal each other's cores when two runtimes alternate inside one
+process. :func:`compare` times two callables in interleaved pairs inside one process; it is
+kept for kernel-level tables where both sides are numpy or one library.
 """
 
 from __future__ import annotations
@@ -12,8 +16,9 @@ import platform
 import resource
 import subprocess
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from importlib import metadata
 
 import numpy as np
 
@@ -61,6 +66,54 @@ def compare(
     )
 
 
+def alternating_rounds(sides: Sequence[str], rounds: int,
+                       run: Callable[[str], dict]) -> dict[str, list[dict]]:
+    """Call ``run(side)`` (which runs one side in a fresh process and returns its measurements)
+    for every side, over ``rounds`` rounds whose order alternates (A B, B A, ...), so that
+    neither side always follows the other. Returns every side's results, in round order."""
+    results: dict[str, list[dict]] = {side: [] for side in sides}
+    for r in range(rounds):
+        for side in (sides if r % 2 == 0 else sides[::-1]):
+            results[side].append(run(side))
+    return results
+
+
+def ratio_of_medians(ours: Sequence[float], reference: Sequence[float]) -> tuple[float, float,
+                                                                                 float]:
+    """Median, min and max over rounds of ``ours[r] / reference[r]``."""
+    ratios = np.asarray(ours, dtype=float) / np.asarray(reference, dtype=float)
+    return float(np.median(ratios)), float(ratios.min()), float(ratios.max())
+
+
+def set_threads(side: str, threads: int) -> None:
+    """Use ``threads`` threads in this process: numba's for tinyattn (at most the pool size it
+    was started with), torch's intra-op pool for torch."""
+    if side == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+    else:
+        import numba
+
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages, as ``a/b/c``."""
+    return "/".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def prepend_section(path: str | os.PathLike, title: str, section: str) -> None:
+    """Write ``title``, then ``section``, then the sections already in ``path`` (everything
+    after its first line), so that results files keep every earlier run, newest first."""
+    earlier = ""
+    if os.path.exists(path):
+        with open(path) as file:
+            earlier = file.read().partition("\n")[2].lstrip("\n")
+    with open(path, "w") as file:
+        file.write(f"{title}\n\n{section.rstrip()}\n\n{earlier}".rstrip() + "\n")
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MB.
 
@@ -92,14 +145,10 @@ def machine_header() -> str:
                 cpu = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import numba
-
-    versions = [f"numpy {np.__version__}", f"numba {numba.__version__}"]
-    try:
-        import torch
-
-        versions.append(f"torch {torch.__version__}")
-    except ImportError:
+    versions = [f"numpy {np.__version__}", f"numba {metadata.version('numba')}"]
+    try:  # without importing torch, which would weigh on the memory of the calling process
+        versions.append(f"torch {metadata.version('torch')}")
+    except metadata.PackageNotFoundError:
         versions.append("torch not installed")
     date = time.strftime("%Y-%m-%d")
     return f"{date} · {cpu} · {os.cpu_count()} cores · " + ", ".join(versions)
