@@ -90,7 +90,8 @@ def report(rows: list[tuple], total_steps: int) -> str:
         + f" · {machine_header()}",
         "",
         f"W3 model (421,697 parameters), float32, dropout 0.1, AdamW lr 3e-4, batch 16×64; "
-        f"numba {numba.threading_layer()} threading layer, {numba.get_num_threads()} threads. "
+        f"numba {numba.threading_layer()} threading layer, {numba.get_num_threads()} "
+        f"thread{'s' if numba.get_num_threads() > 1 else ''}. "
         f"Produced by `python benchmarks/soak.py --steps {total_steps}`.",
         "",
         f"| step | loss | RSS (MB) | RSS − RSS@{baseline[0]} (MB) | gc objects | elapsed (s) "
