@@ -35,9 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 def child(profile: bool) -> None:
     """In a fresh process: build W3, run one step, print the wall-clock time it ended at."""
     records = _compile_recorder() if profile else None
-    from bench_train_step import tinyattn_setup
+    from bench_train_step import batch, tinyattn_model, tinyattn_step
 
-    _, step = tinyattn_setup()
+    step = tinyattn_step(tinyattn_model(), *batch())
     loss = step()
     end = time.time()
     result = {"end": end, "loss": loss}
