@@ -107,21 +107,16 @@ def _runner(side, shape, window, threads):
 
 def child(side, case, calls, save, threads):
     """In a fresh process: time ``calls`` calls of one side after a warm-up; print JSON."""
-    if side != "torch":
-        import numba
+    from timing import call_seconds, set_threads
 
-        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    set_threads(side, threads)
     shape, window = CASES[case]
     run = _runner(side, shape, window, threads)
     start = time.perf_counter()
     results = run()
     first_call_s = time.perf_counter() - start
     run()
-    times = []
-    for _ in range(calls):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
+    times, _ = call_seconds(run, calls)
     if save:
         np.savez(save, *results)
     print(json.dumps({"ms": float(np.median(times) * 1e3), "first_call_s": first_call_s}))

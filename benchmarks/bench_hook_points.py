@@ -33,24 +33,23 @@ class Identity:
 
 
 def child(side: str, steps: int) -> None:
-    from bench_train_step import tinyattn_setup
+    from bench_train_step import batch, tinyattn_model, tinyattn_step
+    from timing import call_seconds
 
     from tinyattn.nn.hooks import HookPoint
 
-    model, step = tinyattn_setup()
+    model = tinyattn_model()
+    step = tinyattn_step(model, *batch())
     if side == "without":
         for _, module in list(model.named_modules()):
             for name, sub in list(module._modules.items()):
                 if isinstance(sub, HookPoint):
+                    delattr(module, name)  # unregister the child, then
                     setattr(module, name, Identity())  # a plain attribute, not a module
         assert not any(isinstance(m, HookPoint) for m in model.modules())
     for _ in range(3):
         step()
-    times = []
-    for _ in range(steps):
-        start = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - start)
+    times, _ = call_seconds(step, steps)
     points = sum(isinstance(m, HookPoint) for m in model.modules())
     print(json.dumps({"median_ms": float(np.median(times) * 1e3), "hook_points": points}))
 

@@ -31,7 +31,6 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -163,7 +162,7 @@ def check_agreement() -> str:
 
 def child(side: str, calls: int, files: str | None, threads: int) -> None:
     """In a fresh process: time ``calls`` HVPs of each method (float32); print JSON."""
-    from timing import peak_rss_mb, set_threads
+    from timing import call_seconds, peak_rss_mb, set_threads
 
     set_threads(side, threads)
     if side == "tinyattn":
@@ -175,11 +174,7 @@ def child(side: str, calls: int, files: str | None, threads: int) -> None:
     result = {}
     for method, run in methods.items():
         run()
-        times = []
-        for _ in range(calls):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
+        times, _ = call_seconds(run, calls)
         result[method] = float(np.median(times) * 1e3)
     result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))

@@ -208,7 +208,7 @@ def check_agreement() -> str:
 
 def child(side: str, steps: int, weights: str | None, threads: int) -> None:
     """In a fresh process: one step, then ``steps`` timed steps; print the results as JSON."""
-    from timing import minor_page_faults, peak_rss_mb, set_threads
+    from timing import call_seconds, minor_page_faults, peak_rss_mb, set_threads
 
     set_threads(side, threads)
     if side == "tinyattn":
@@ -219,11 +219,7 @@ def child(side: str, steps: int, weights: str | None, threads: int) -> None:
     step()
     first_step_end = time.time()
     faults_before = minor_page_faults()
-    losses, times = [], []
-    for _ in range(steps):
-        start = time.perf_counter()
-        losses.append(step())
-        times.append(time.perf_counter() - start)
+    times, losses = call_seconds(step, steps)
     print(json.dumps({
         "first_step_end": first_step_end,
         "ms": float(np.median(times) * 1e3),

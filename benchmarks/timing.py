@@ -19,6 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import metadata
+from typing import Any
 
 import numpy as np
 
@@ -76,6 +77,16 @@ def alternating_rounds(sides: Sequence[str], rounds: int,
         for side in (sides if r % 2 == 0 else sides[::-1]):
             results[side].append(run(side))
     return results
+
+
+def call_seconds(run: Callable[[], Any], calls: int) -> tuple[list[float], list[Any]]:
+    """Call ``run()`` ``calls`` times; its wall time in seconds and its result, call by call."""
+    seconds, results = [], []
+    for _ in range(calls):
+        start = time.perf_counter()
+        results.append(run())
+        seconds.append(time.perf_counter() - start)
+    return seconds, results
 
 
 def ratio_of_medians(ours: Sequence[float], reference: Sequence[float]) -> tuple[float, float,
