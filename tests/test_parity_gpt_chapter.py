@@ -28,6 +28,7 @@ import tinyattn
 
 torch = pytest.importorskip("torch")
 
+from parity import as_numpy, assert_close  # noqa: E402
 from test_parity_module import textbook  # noqa: E402  (the attention chapter's classes)
 
 TEXT = ("every effort moves you forward, and every step you take moves the story on; "
@@ -237,18 +238,6 @@ def config(**changes) -> dict:
 # last place (6e-8 relative) between the two libraries (see the GELU test below); everything else
 # agrees to rounding in float64.
 THROUGH_GELU = 1e-6
-
-
-def as_numpy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    return value.numpy() if isinstance(value, tinyattn.Tensor) else np.asarray(value)
-
-
-def assert_close(ours, theirs, rtol=1e-10):
-    theirs = as_numpy(theirs)
-    scale = max(float(np.abs(theirs).max(initial=0.0)), 1e-300)
-    np.testing.assert_allclose(as_numpy(ours), theirs, rtol=rtol, atol=rtol * scale)
 
 
 def twins(name, *args):

@@ -23,6 +23,8 @@ import tinyattn
 
 torch = pytest.importorskip("torch")
 
+from parity import as_numpy, assert_close  # noqa: E402
+
 
 def textbook(torch):
     """The attention classes of the textbook chapter, written against ``torch``."""
@@ -229,18 +231,6 @@ def nanogpt(torch):
             return torch.optim.AdamW(optim_groups, lr=learning_rate, betas=betas)
 
     return GPT
-
-
-def as_numpy(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().numpy()
-    return value.numpy() if isinstance(value, tinyattn.Tensor) else np.asarray(value)
-
-
-def assert_close(ours, theirs, rtol=1e-10):
-    theirs = as_numpy(theirs)
-    scale = max(float(np.abs(theirs).max(initial=0.0)), 1e-300)
-    np.testing.assert_allclose(as_numpy(ours), theirs, rtol=rtol, atol=rtol * scale)
 
 
 def twins(build):
