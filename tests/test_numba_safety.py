@@ -1,6 +1,7 @@
 """Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, the
-serial and parallel compilations of one kernel kept apart in numba's on-disk cache, and
-tinyattn called from two Python threads at once.
+serial and parallel compilations of one kernel kept apart in numba's on-disk cache, task
+functions called by address (right types or a compile error, errors propagated), and tinyattn
+called from two Python threads at once.
 
 Each check runs in a fresh interpreter: the numba environment variables are read when numba
 is imported, and a crash (an out-of-bounds abort, a threading-layer abort) must fail the test
@@ -20,13 +21,14 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
-from numba import prange
+from numba import njit, prange
 
 from tinyattn.kernels.parallel import (
     ELEMENTS_PER_CHUNK,
     chunk_bounds,
     element_chunks,
     parallel_kernel,
+    run_task,
 )
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -272,6 +274,62 @@ def _thread_of_each_row(threads):
         threads[i] = numba.get_thread_id()
 
 
+@njit(cache=True)
+def _square_row(x, out, row):
+    for j in range(x.shape[1]):
+        out[row, j] = x[row, j] * x[row, j]
+
+
+@njit(cache=True)
+def _negate_row(x, out, row):
+    for j in range(x.shape[1]):
+        out[row, j] = -x[row, j]
+
+
+@njit(cache=True, boundscheck=True)
+def _write_past_the_last_row(x, out, row):
+    out[row + x.shape[0], 0] = 1.0
+
+
+@parallel_kernel(task=_square_row)
+def _rows_by_task(task, x, out):
+    for row in prange(x.shape[0]):
+        run_task(task, x, out, np.int64(row))
+
+
+@parallel_kernel(task=_square_row)
+def _rows_by_a_call_missing_out(task, x, out):
+    for row in prange(x.shape[0]):
+        run_task(task, x, np.int64(row))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_a_task_function_runs_once_per_task_and_can_be_chosen_per_call(dtype, parallel):
+    x = np.random.default_rng(3).standard_normal((37, 5)).astype(dtype)
+    out = np.full_like(x, np.nan)
+    _rows_by_task(x, out, parallel=parallel)
+    np.testing.assert_array_equal(out, x * x)
+    out = np.full_like(x, np.nan)
+    _rows_by_task(x, out, task=_negate_row, parallel=parallel)
+    np.testing.assert_array_equal(out, -x)
+
+
+def test_a_call_that_does_not_fit_its_task_function_fails_to_compile_instead_of_crashing():
+    x = np.ones((3, 2))
+    with pytest.raises(numba.core.errors.TypingError, match="run_task|_run_task"):
+        _rows_by_a_call_missing_out(x, np.empty_like(x), parallel=False)
+
+
+def test_an_error_raised_in_a_task_function_reaches_the_caller():
+    x = np.ones((3, 2))
+    with pytest.raises(IndexError):
+        _rows_by_task(x, np.empty_like(x), task=_write_past_the_last_row, parallel=False)
+    # numba reports an error raised inside a parallel loop as a SystemError
+    with pytest.raises((IndexError, SystemError)):
+        _rows_by_task(x, np.empty_like(x), task=_write_past_the_last_row, parallel=True)
+
+
 @pytest.mark.parametrize("size", [1, 5, 16384, 16385, 100_000])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_element_chunks_tile_the_range_exactly(size, parallel):
@@ -304,12 +362,16 @@ def run_both_compilations() -> None:
         _thread_of_each_row(threads, parallel=variant == "parallel")
         y = np.empty_like(x)
         softmax._softmax_forward_kernel(x, y, parallel=variant == "parallel")
+        squares = np.empty_like(x)
+        _rows_by_task(x, squares, parallel=variant == "parallel")
         dispatchers = (getattr(_thread_of_each_row, variant),
-                       getattr(softmax._softmax_forward_kernel, variant))
+                       getattr(softmax._softmax_forward_kernel, variant),
+                       getattr(_rows_by_task, variant))
         report[variant] = {
             "threads": sorted(set(threads.tolist())),
             "softmax_matches": bool(np.allclose(y, softmax.softmax_forward_numpy(x),
                                                 rtol=1e-12, atol=1e-14)),
+            "task_matches": bool(np.array_equal(squares, x * x)),
             "hits": sum(sum(d.stats.cache_hits.values()) for d in dispatchers),
             "misses": sum(sum(d.stats.cache_misses.values()) for d in dispatchers),
         }
@@ -332,7 +394,8 @@ def test_serial_and_parallel_compilations_stay_apart_in_the_on_disk_cache(tmp_pa
         assert len(report["parallel"]["threads"]) == 2, (run, report)
         for variant in ("serial", "parallel"):
             assert report[variant]["softmax_matches"], (run, variant)
-            assert report[variant][counter] == 2, (run, variant, report)  # both dispatchers
+            assert report[variant]["task_matches"], (run, variant)
+            assert report[variant][counter] == 3, (run, variant, report)  # every dispatcher
             assert report[variant]["hits" if run == "cold" else "misses"] == 0, (run, report)
 
 

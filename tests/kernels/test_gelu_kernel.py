@@ -112,8 +112,8 @@ def test_serial_and_parallel_paths_agree_bitwise(dtype, approximate, backward):
     outputs = []
     for parallel in (False, True):
         out = np.empty_like(x)
-        gelu._gelu_kernel(x, grad, out, backward, approximate == "none",
-                          element_chunks(x.size, parallel), parallel=parallel)
+        gelu._gelu_kernel(x, grad, out, element_chunks(x.size, parallel),
+                          task=gelu._CHUNK_TASKS[backward, approximate], parallel=parallel)
         outputs.append(out)
     np.testing.assert_array_equal(outputs[0], outputs[1])
     want = gelu_backward_numpy(x, grad, approximate) if backward else gelu_forward_numpy(

@@ -63,11 +63,14 @@ are threads (one sequence with multi-query attention), some threads idle. Below
 costs more than the work.
 
 Compile cost. The two kernels are :class:`~.parallel.ParallelKernel` s: a run compiles only
-the variant (serial or parallel) it takes. Each helper is compiled for one signature per
-dtype: the task index reaches the per-task function as an ``int64`` from either variant,
-constant arguments are numpy scalars rather than literals (numba would compile a helper once
-more for a literal ``0`` or ``True``), and blocks are copied element by element (a slice
-assignment would also compile numba's shape-mismatch error message).
+the variant (serial or parallel) it takes, and the per-task functions (:func:`_forward_block`,
+:func:`_backward_kv_head`) are their task functions, compiled once on their own and called by
+address from the ``prange`` loop (linked into it, they would be compiled four times more).
+Each helper is compiled for one signature per dtype: the task index reaches the per-task
+function as an ``int64``, constant arguments are numpy scalars rather than literals (numba
+would compile a helper once more for a literal ``0`` or ``True``), and blocks are copied
+element by element (a slice assignment would also compile numba's shape-mismatch error
+message).
 """
 
 from __future__ import annotations
@@ -83,7 +86,7 @@ from .attention_reference import (  # noqa: F401  (the twins, also reachable fro
 )
 from .counter_rng import fold_key, state_to_uniform
 from .exp import fast_exp
-from .parallel import parallel_kernel
+from .parallel import parallel_kernel, run_task
 from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 
 # Queries per block (the contiguous, vectorised axis; a whole number of tiles) and keys per
@@ -315,13 +318,13 @@ def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, 
             lse[b, h, i] = -np.inf
 
 
-@parallel_kernel
-def _attention_forward_kernel(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                              block_q, block_k, tile_cols, out, lse):
+@parallel_kernel(task=_forward_block)
+def _attention_forward_kernel(task, q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p,
+                              seed, block_q, block_k, tile_cols, out, lse):
     n_tasks = q.shape[0] * q.shape[1] * -(-q.shape[2] // block_q)
-    for task in prange(n_tasks):
-        _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                       block_q, block_k, tile_cols, out, lse, np.int64(task))
+    for index in prange(n_tasks):
+        run_task(task, q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                 block_q, block_k, tile_cols, out, lse, np.int64(index))
 
 
 @njit(cache=True)
@@ -423,13 +426,12 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
             dv[b, hk, j, e] = dv_acc[j, e]
 
 
-@parallel_kernel
-def _attention_backward_kernel(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                               dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv):
-    for task in prange(k.shape[0] * k.shape[1]):
-        _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                          dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv,
-                          np.int64(task))
+@parallel_kernel(task=_backward_kv_head)
+def _attention_backward_kernel(task, q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
+                               scale, dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv):
+    for index in prange(k.shape[0] * k.shape[1]):
+        run_task(task, q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
+                 dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, np.int64(index))
 
 
 def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:

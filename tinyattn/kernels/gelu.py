@@ -62,7 +62,7 @@ from . import FLOAT_DTYPES
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
-from .parallel import chunk_bounds, element_chunks, parallel_kernel
+from .parallel import chunk_of, element_chunks, parallel_kernel, run_task
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -226,20 +226,27 @@ def _exact_gelu_slope_overload(x):
     return lambda x: implementation(x)
 
 
+# The four task functions of :func:`_gelu_kernel`: each computes one chunk of the output.
+
+
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _erf_forward_span(x, out):
+def _erf_forward_chunk(x, grad, out, n_chunks, chunk):
+    x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
     for i in range(x.size):
         out[i] = _exact_gelu(x[i])
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _erf_backward_span(x, grad, out):
+def _erf_backward_chunk(x, grad, out, n_chunks, chunk):
+    x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
+    out = chunk_of(out, n_chunks, chunk)
     for i in range(x.size):
         out[i] = grad[i] * _exact_gelu_slope(x[i])
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _tanh_forward_span(x, out):
+def _tanh_forward_chunk(x, grad, out, n_chunks, chunk):
+    x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
     dtype = x.dtype.type
     one, two = dtype(1.0), dtype(2.0)
     sqrt_2_over_pi, cubic = dtype(_SQRT_2_OVER_PI), dtype(_TANH_CUBIC)
@@ -249,7 +256,9 @@ def _tanh_forward_span(x, out):
 
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
-def _tanh_backward_span(x, grad, out):
+def _tanh_backward_chunk(x, grad, out, n_chunks, chunk):
+    x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
+    out = chunk_of(out, n_chunks, chunk)
     dtype = x.dtype.type
     one, two = dtype(1.0), dtype(2.0)
     sqrt_2_over_pi, cubic = dtype(_SQRT_2_OVER_PI), dtype(_TANH_CUBIC)
@@ -261,27 +270,16 @@ def _tanh_backward_span(x, grad, out):
         out[i] = grad[i] * (s + two * x[i] * s * (one - s) * du_dx)
 
 
-@njit(cache=True, error_model="numpy")
-def _gelu_span(x, grad, out, backward, exact, start, stop):
-    # views from 0: an index that may be negative would need a wraparound select per element,
-    # which keeps the compiler from vectorising the loop
-    x, grad, out = x[start:stop], grad[start:stop], out[start:stop]
-    if backward and exact:
-        _erf_backward_span(x, grad, out)
-    elif backward:
-        _tanh_backward_span(x, grad, out)
-    elif exact:
-        _erf_forward_span(x, out)
-    else:
-        _tanh_forward_span(x, out)
+#: The task function per ``(backward, approximate)``: a run compiles only the forms it uses.
+_CHUNK_TASKS = {(False, "none"): _erf_forward_chunk, (True, "none"): _erf_backward_chunk,
+                (False, "tanh"): _tanh_forward_chunk, (True, "tanh"): _tanh_backward_chunk}
 
 
 @parallel_kernel
-def _gelu_kernel(x, grad, out, backward, exact, n_chunks):
-    """Forward or backward (``backward``), exact or tanh form (``exact``), on all elements."""
+def _gelu_kernel(task, x, grad, out, n_chunks):
+    """Run ``task`` (one of :data:`_CHUNK_TASKS`) on every chunk of ``x``."""
     for chunk in prange(n_chunks):
-        start, stop = chunk_bounds(chunk, n_chunks, x.size)
-        _gelu_span(x, grad, out, backward, exact, start, stop)
+        run_task(task, x, grad, out, n_chunks, np.int64(chunk))
 
 
 def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray:
@@ -295,8 +293,8 @@ def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray
     out = np.empty_like(flat)
     if flat.size:
         parallel = flat.size >= _PARALLEL_MIN_ELEMENTS
-        _gelu_kernel(flat, flat_grad, out, grad is not None, approximate == "none",
-                     element_chunks(flat.size, parallel), parallel=parallel)
+        _gelu_kernel(flat, flat_grad, out, element_chunks(flat.size, parallel),
+                     task=_CHUNK_TASKS[grad is not None, approximate], parallel=parallel)
     return out.reshape(x.shape)
 
 

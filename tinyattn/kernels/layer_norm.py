@@ -19,64 +19,81 @@ order, so the result is bitwise the same run to run and for any thread count.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from . import FLOAT_DTYPES
-from .parallel import parallel_kernel
+from .parallel import parallel_kernel, run_task
 
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
 # order. It only needs to exceed the thread count of a laptop for good load balance.
 _MAX_ROW_CHUNKS = 32
 
 
-@parallel_kernel
-def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
+@njit(cache=True)
+def _layer_norm_forward_row(x, weight, bias, eps, y, mean, rstd, i):
+    """Row ``i``: its ``mean``, ``rstd`` and ``y``."""
+    n_cols = x.shape[1]
+    row_sum = 0.0
+    for j in range(n_cols):
+        row_sum += x[i, j]
+    row_mean = row_sum / n_cols
+    sq_sum = 0.0
+    for j in range(n_cols):
+        centred = x[i, j] - row_mean
+        sq_sum += centred * centred
+    mean[i] = row_mean
+    rstd[i] = 1.0 / np.sqrt(sq_sum / n_cols + eps)
+    # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
+    mu = mean[i]
+    inv_std = rstd[i]
+    for j in range(n_cols):
+        y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
+
+
+@parallel_kernel(task=_layer_norm_forward_row)
+def _layer_norm_forward_kernel(task, x, weight, bias, eps, y, mean, rstd):
+    """Every row of ``x`` (:func:`_layer_norm_forward_row`)."""
+    for index in prange(x.shape[0]):
+        run_task(task, x, weight, bias, eps, y, mean, rstd, np.int64(index))
+
+
+@njit(cache=True)
+def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_means,
+                               dweight_parts, dbias_parts, chunk):
+    """Chunk ``chunk`` of the rows: their ``dx``, and their sums of ``dw``, ``db`` into row
+    ``chunk`` of ``dweight_parts``, ``dbias_parts``."""
     n_rows, n_cols = x.shape
-    for i in prange(n_rows):
-        row_sum = 0.0
-        for j in range(n_cols):
-            row_sum += x[i, j]
-        row_mean = row_sum / n_cols
-        sq_sum = 0.0
-        for j in range(n_cols):
-            centred = x[i, j] - row_mean
-            sq_sum += centred * centred
-        mean[i] = row_mean
-        rstd[i] = 1.0 / np.sqrt(sq_sum / n_cols + eps)
-        # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
+    start = chunk * n_rows // n_chunks
+    stop = (chunk + 1) * n_rows // n_chunks
+    for i in range(start, stop):
         mu = mean[i]
         inv_std = rstd[i]
+        sum_g = 0.0
+        sum_g_xhat = 0.0
         for j in range(n_cols):
-            y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
+            x_hat = (x[i, j] - mu) * inv_std
+            g_hat = grad[i, j] * weight[j]
+            sum_g += g_hat
+            sum_g_xhat += g_hat * x_hat
+            dweight_parts[chunk, j] += grad[i, j] * x_hat
+            dbias_parts[chunk, j] += grad[i, j]
+        # row_means has the input dtype: the per-element update below stays in it.
+        row_means[i, 0] = sum_g / n_cols
+        row_means[i, 1] = sum_g_xhat / n_cols
+        mean_g = row_means[i, 0]
+        mean_g_xhat = row_means[i, 1]
+        for j in range(n_cols):
+            x_hat = (x[i, j] - mu) * inv_std
+            dx[i, j] = inv_std * (grad[i, j] * weight[j] - mean_g - x_hat * mean_g_xhat)
 
 
-@parallel_kernel
-def _layer_norm_backward_kernel(grad, x, weight, mean, rstd, n_chunks, dx, row_means,
+@parallel_kernel(task=_layer_norm_backward_chunk)
+def _layer_norm_backward_kernel(task, grad, x, weight, mean, rstd, n_chunks, dx, row_means,
                                 dweight_parts, dbias_parts):
-    n_rows, n_cols = x.shape
-    for chunk in prange(n_chunks):
-        start = chunk * n_rows // n_chunks
-        stop = (chunk + 1) * n_rows // n_chunks
-        for i in range(start, stop):
-            mu = mean[i]
-            inv_std = rstd[i]
-            sum_g = 0.0
-            sum_g_xhat = 0.0
-            for j in range(n_cols):
-                x_hat = (x[i, j] - mu) * inv_std
-                g_hat = grad[i, j] * weight[j]
-                sum_g += g_hat
-                sum_g_xhat += g_hat * x_hat
-                dweight_parts[chunk, j] += grad[i, j] * x_hat
-                dbias_parts[chunk, j] += grad[i, j]
-            # row_means has the input dtype: the per-element update below stays in it.
-            row_means[i, 0] = sum_g / n_cols
-            row_means[i, 1] = sum_g_xhat / n_cols
-            mean_g = row_means[i, 0]
-            mean_g_xhat = row_means[i, 1]
-            for j in range(n_cols):
-                x_hat = (x[i, j] - mu) * inv_std
-                dx[i, j] = inv_std * (grad[i, j] * weight[j] - mean_g - x_hat * mean_g_xhat)
+    """Every chunk of rows (:func:`_layer_norm_backward_chunk`)."""
+    for index in prange(n_chunks):
+        run_task(task, grad, x, weight, mean, rstd, n_chunks, dx, row_means, dweight_parts,
+                 dbias_parts, np.int64(index))
 
 
 def _assert_rows(x: np.ndarray) -> None:

@@ -73,12 +73,15 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   any product when ``NUMBA_DISABLE_JIT=1`` turns the intrinsics off) skip the tile and
   threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
 * **Compile cost.** Each kernel has one specialisation per dtype: A and B reach
-  :func:`_gemm` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
-  tile is inlined into it. Edge tiles go through the same call of :func:`_micro_tile` as the
-  others (one signature), and blocks are copied element by element: a slice assignment would
-  also compile numba's shape-mismatch error, whose message formatting costs seconds. The
-  tile's geometry is a compile-time constant that depends only on the vector unit, which
-  numba's cache key already holds (CPU name and features), so a cache compiled for another
+  :func:`_gemm_block` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
+  tile is inlined into it. :func:`_gemm_block` and :func:`_pack_panel` are the task functions of
+  the ``prange`` loops :func:`_gemm` and :func:`_pack`, compiled once and called by address (see
+  :class:`~tinyattn.kernels.parallel.ParallelKernel`). Edge tiles go through the same call of
+  :func:`_micro_tile` as the others (one signature), and blocks are copied element by element: a
+  slice assignment would also compile numba's shape-mismatch error, whose message formatting
+  costs seconds. The tile's geometry is a compile-time constant that depends only on the vector
+  unit, which numba's cache key already holds (CPU name and features), so a cache compiled for
+  another
   CPU is never loaded.
 
 Floating-point: the tile's ``a·b + c`` is contracted to an FMA where the CPU has one (one
@@ -100,7 +103,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model
 
 from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
-from .parallel import kernel_section
+from .parallel import kernel_section, parallel_kernel, run_task
 
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
@@ -329,32 +332,37 @@ def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
     return packed
 
 
-@njit(parallel=True, cache=True)
-def _pack(b, packed, by_columns):
-    """``packed[o, s, p, j] = B[o, p, s·width + j]``, one panel per task.
+@njit(cache=True)
+def _pack_panel(b, packed, by_columns, task):
+    """``packed[o, s, p, j] = B[o, p, s·width + j]`` for the panel ``(o, s)`` number ``task``.
 
     ``b`` is ``B`` itself ``(batch, K, N)`` (row segments of ``B`` are copied), or with
     ``by_columns`` its transpose ``(batch, N, K)`` (each column of ``B`` is read in order).
     """
-    batch, k = b.shape[0], packed.shape[2]
-    panels, width = packed.shape[1], packed.shape[3]
+    k, panels, width = packed.shape[2], packed.shape[1], packed.shape[3]
     n = b.shape[1] if by_columns else b.shape[2]
-    for task in prange(batch * panels):
-        o = task // panels
-        s = task % panels
-        panel = packed[o, s]  # (K, width)
-        j0 = s * width
-        valid = min(width, n - j0)
-        if by_columns:
-            for j in range(valid):
-                column = b[o, j0 + j]
-                for p in range(k):
-                    panel[p, j] = column[p]
-        else:
+    o = task // panels
+    s = task % panels
+    panel = packed[o, s]  # (K, width)
+    j0 = s * width
+    valid = min(width, n - j0)
+    if by_columns:
+        for j in range(valid):
+            column = b[o, j0 + j]
             for p in range(k):
-                for j in range(valid):
-                    panel[p, j] = b[o, p, j0 + j]
-        panel[:, valid:] = 0
+                panel[p, j] = column[p]
+    else:
+        for p in range(k):
+            for j in range(valid):
+                panel[p, j] = b[o, p, j0 + j]
+    panel[:, valid:] = 0
+
+
+@parallel_kernel(task=_pack_panel)
+def _pack(task, b, packed, by_columns):
+    """Every panel of ``packed``, one per task (:func:`_pack_panel`)."""
+    for index in prange(packed.shape[0] * packed.shape[1]):
+        run_task(task, b, packed, by_columns, np.int64(index))
 
 
 class _Tile(types.Type):
@@ -525,10 +533,10 @@ def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate, first
     _tile_store(c, ci, cj, tile, first)
 
 
-@njit(parallel=True, cache=True)
-def _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
-          n_blocks):
-    """``out[o] = A[a_index[o]] @ B[b_index[o]]``, in parallel over blocks of C (``M >= MR``).
+@njit(cache=True)
+def _gemm_block(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+                n_blocks, task):
+    """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``).
 
     ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
     place. ``b_data`` holds ``b_panels`` zero-padded panels of width ``NR`` per matrix of B
@@ -545,35 +553,43 @@ def _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_b
     nr = _TILE_ROW_BYTES // out.itemsize
     m_panels = -(-m // MR)
     n_panels = -(-n // nr)
-    for task in prange(batch * m_blocks * n_blocks):
-        o = task // (m_blocks * n_blocks)
-        mb = task // n_blocks % m_blocks
-        nb = task % n_blocks
-        a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
-        c = out[o]  # (M, N)
-        edge = np.empty((MR, nr), out.dtype)
-        for p0 in range(0, k, kc):
-            p1 = min(p0 + kc, k)
-            for ip in range(mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks):
-                i0 = min(ip * MR, m - MR)
-                first = ip * MR - i0  # rows of this tile that the tile row above stores
-                for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
-                    if b_panels == 1:
-                        b, j0 = b_data[b_index[o]], jp * nr
-                    else:
-                        b, j0 = b_data[b_index[o] * b_panels + jp], 0
-                    cj = jp * nr
-                    cols = min(nr, n - cj)
-                    on_edge = cols < nr
-                    if on_edge and p0 > 0:
-                        _copy_block(c, i0 + first, cj, edge, first, 0, MR - first, cols)
-                    # one call site, one signature: the tile goes to C or to the scratch tile
-                    target = edge if on_edge else c
-                    ti, tj = (0, 0) if on_edge else (i0, cj)
-                    _micro_tile(a, a_transposed, i0, b, j0, p0, p1, target, ti, tj, p0 > 0,
-                                first)
-                    if on_edge:
-                        _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
+    o = task // (m_blocks * n_blocks)
+    mb = task // n_blocks % m_blocks
+    nb = task % n_blocks
+    a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
+    c = out[o]  # (M, N)
+    edge = np.empty((MR, nr), out.dtype)
+    for p0 in range(0, k, kc):
+        p1 = min(p0 + kc, k)
+        for ip in range(mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks):
+            i0 = min(ip * MR, m - MR)
+            first = ip * MR - i0  # rows of this tile that the tile row above stores
+            for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
+                if b_panels == 1:
+                    b, j0 = b_data[b_index[o]], jp * nr
+                else:
+                    b, j0 = b_data[b_index[o] * b_panels + jp], 0
+                cj = jp * nr
+                cols = min(nr, n - cj)
+                on_edge = cols < nr
+                if on_edge and p0 > 0:
+                    _copy_block(c, i0 + first, cj, edge, first, 0, MR - first, cols)
+                # one call site, one signature: the tile goes to C or to the scratch tile
+                target = edge if on_edge else c
+                ti, tj = (0, 0) if on_edge else (i0, cj)
+                _micro_tile(a, a_transposed, i0, b, j0, p0, p1, target, ti, tj, p0 > 0,
+                            first)
+                if on_edge:
+                    _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
+
+
+@parallel_kernel(task=_gemm_block)
+def _gemm(task, a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+          n_blocks):
+    """Every block of ``out`` (:func:`_gemm_block`), in parallel."""
+    for index in prange(out.shape[0] * m_blocks * n_blocks):
+        run_task(task, a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc,
+                 m_blocks, n_blocks, np.int64(index))
 
 
 @njit(cache=True)

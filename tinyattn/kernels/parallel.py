@@ -3,7 +3,9 @@
 :func:`parallel_kernel` compiles a kernel body that loops with ``prange`` over independent
 rows or blocks twice: with ``parallel=True``, and serially, where numba runs ``prange`` as a
 plain ``range``. Both run the same loop and give bitwise the same result; the serial one is for
-inputs too small to be worth waking the thread pool.
+inputs too small to be worth waking the thread pool. A kernel whose loop body is a large
+function gives it as its *task function*: compiled once on its own and called by address
+(:func:`run_task`), it is not compiled again into each loop (see :class:`ParallelKernel`).
 
 Numba runs ``prange`` loops on one of three threading layers, chosen when the first parallel
 kernel launches:
@@ -35,8 +37,12 @@ from collections.abc import Callable
 from typing import Any
 
 import numba
+from llvmlite import ir
 from numba import njit
-from numba.core import config
+from numba import types as nbtypes
+from numba._dispatcher import compute_fingerprint
+from numba.core import cgutils, config
+from numba.extending import NativeValue, intrinsic, models, register_model, typeof_impl, unbox
 from numba.np.ufunc import parallel as numba_parallel
 
 _THREADSAFE_LAYERS = ("tbb", "omp")
@@ -121,6 +127,75 @@ def _renamed(function: Callable, suffix: str) -> Callable:
     return copy
 
 
+class TaskFunction(nbtypes.Type):
+    """numba type of a :class:`CompiledTask`: the address of a task function compiled for
+    ``argtypes`` (its parameters, the task index last)."""
+
+    def __init__(self, argtypes: tuple):
+        self.argtypes = tuple(argtypes)
+        super().__init__(name=f"TaskFunction{self.argtypes}")
+
+
+@register_model(TaskFunction)
+class _TaskFunctionModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        super().__init__(dmm, fe_type, ir.IntType(64))
+
+
+class CompiledTask:
+    """A task function compiled for one list of argument types: its machine-code ``address``
+    and those ``argtypes``. A kernel body receives it as its first argument and calls it with
+    :func:`run_task`; in numba its type is ``TaskFunction(argtypes)``."""
+
+    __slots__ = ("address", "argtypes")
+
+    def __init__(self, address: int, argtypes: tuple):
+        self.address, self.argtypes = address, argtypes
+
+
+@typeof_impl.register(CompiledTask)
+def _typeof_compiled_task(task, context):
+    return TaskFunction(task.argtypes)
+
+
+@unbox(TaskFunction)
+def _unbox_task(typ, obj, c):
+    address_object = c.pyapi.object_getattr_string(obj, "address")
+    address = c.pyapi.long_as_longlong(address_object)
+    c.pyapi.decref(address_object)
+    return NativeValue(address, is_error=c.pyapi.c_api_error())
+
+
+@intrinsic
+def _run_task(typingctx, task, *args):
+    if not isinstance(task, TaskFunction) or tuple(args) != task.argtypes:
+        return None  # a typing error at compile time: the call does not fit the task
+    signature = nbtypes.none(task, nbtypes.StarArgTuple.from_types(tuple(args)))
+
+    def codegen(context, builder, sig, llargs):
+        function = context.call_conv.get_function_type(nbtypes.none, task.argtypes)
+        pointer = builder.inttoptr(llargs[0], function.as_pointer())
+        values = cgutils.unpack_tuple(builder, llargs[1], len(task.argtypes))
+        status, _ = context.call_conv.call_function(builder, pointer, nbtypes.none,
+                                                    task.argtypes, values)
+        with cgutils.if_unlikely(builder, status.is_error):
+            context.call_conv.return_status_propagate(builder, status)
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+def _run_task_python(task, *args):
+    """:func:`run_task` with ``NUMBA_DISABLE_JIT=1``: ``task`` is then the Python function."""
+    task(*args)
+
+
+#: ``run_task(task, *args)`` calls the task function ``task`` (a kernel body's first argument)
+#: with ``args``: the body's other arguments, unchanged and in order, then the task index as an
+#: ``int64``. Arguments of other types are a typing error when the body compiles.
+run_task = _run_task_python if config.DISABLE_JIT else _run_task
+
+
 class ParallelKernel:
     """A kernel body compiled twice, ``parallel=True`` and serial, each cached on disk.
 
@@ -133,22 +208,68 @@ class ParallelKernel:
     other's cached code (the "parallel" one then runs serially). The parallel compilation is
     therefore made from a copy of the body named ``<qualname>.parallel``. Each variant compiles
     on its first call: a run that only ever takes one compiles only that one.
+
+    Task functions. numba compiles a function together with the machine code of every jitted
+    function it calls, and a ``prange`` loop is compiled four times over (the loop body, two
+    gufunc wrappers, the function around them): a large per-task function called from a
+    ``prange`` loop would be optimised and compiled into machine code five times. With
+    ``task=``, a jitted function of the body's arguments and the task index, the task function
+    is compiled once, on its own, and the body gets it as its first argument — the address of
+    its machine code — and calls it through :func:`run_task`, so the body stays a small loop::
+
+        @njit(cache=True)
+        def _one_row(x, out, row):
+            out[row] = 2 * x[row]
+
+        @parallel_kernel(task=_one_row)
+        def _double_rows(task, x, out):
+            for row in prange(x.shape[0]):
+                run_task(task, x, out, np.int64(row))
+
+        _double_rows(x, out, parallel=...)  # the caller passes the arguments after ``task``
+
+    A body without a default task gets one per call: ``kernel(*args, task=f, parallel=...)``.
     """
 
-    def __init__(self, body: Callable, **options: Any):
+    def __init__(self, body: Callable, task: Any = None, **options: Any):
         self.serial = njit(cache=True, **options)(body)
         self.parallel = njit(cache=True, parallel=True, **options)(_renamed(body, ".parallel"))
+        self.task = task
+        self._compiled_tasks: dict = {}
         functools.update_wrapper(self, body)
 
-    def __call__(self, *args: Any, parallel: bool = True) -> Any:
+    def __call__(self, *args: Any, parallel: bool = True, task: Any = None) -> Any:
+        task = self.task if task is None else task
+        if task is not None:
+            args = (self._compiled_task(task, args), *args)
         if not parallel:
             return self.serial(*args)
         with kernel_section:
             return self.parallel(*args)
 
+    def _compiled_task(self, task: Any, args: tuple) -> Any:
+        """``task`` compiled for ``args`` and an ``int64`` task index (compiled, or loaded from
+        numba's cache, on the first call with these argument types).
+
+        The body's compiled code depends only on the argument types, not on which task it
+        calls: one body may run different task functions (``kernel(..., task=...)``).
+        """
+        if config.DISABLE_JIT:
+            return task
+        key = (task, *map(compute_fingerprint, args))  # numba's cheap key of a value's type
+        compiled = self._compiled_tasks.get(key)
+        if compiled is None:
+            argtypes = (*map(numba.typeof, args), nbtypes.int64)
+            task.compile(argtypes)
+            result = task.overloads[argtypes]
+            address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+            compiled = self._compiled_tasks[key] = CompiledTask(address, argtypes)
+        return compiled
+
 
 def parallel_kernel(body: Callable | None = None, /, **options: Any) -> Any:
-    """Decorator making a :class:`ParallelKernel`; ``options`` go to both ``njit`` calls.
+    """Decorator making a :class:`ParallelKernel`; ``task`` is its task function (if any), the
+    other ``options`` go to both ``njit`` calls.
 
     A kernel in a module (numba caches only functions defined in a file)::
 
@@ -186,6 +307,15 @@ def chunk_bounds(chunk, n_chunks, size):
     """``(start, stop)`` of chunk ``chunk`` when ``range(size)`` is cut into ``n_chunks``
     near-equal chunks."""
     return chunk * size // n_chunks, (chunk + 1) * size // n_chunks
+
+
+@njit(cache=True, inline="always")
+def chunk_of(x, n_chunks, chunk):
+    """Chunk ``chunk`` of the 1-D array ``x`` cut into ``n_chunks`` near-equal chunks, as a view
+    starting at index 0 (a loop over it needs no check for negative indices, so it vectorises).
+    """
+    start, stop = chunk_bounds(chunk, n_chunks, x.size)
+    return x[start:stop]
 
 
 def set_num_threads(threads: int) -> None:
