@@ -81,8 +81,7 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   slice assignment would also compile numba's shape-mismatch error, whose message formatting
   costs seconds. The tile's geometry is a compile-time constant that depends only on the vector
   unit, which numba's cache key already holds (CPU name and features), so a cache compiled for
-  another
-  CPU is never loaded.
+  another CPU is never loaded.
 
 Floating-point: the tile's ``a·b + c`` is contracted to an FMA where the CPU has one (one
 rounding fewer); nothing is reassociated and ``nnan``/``ninf`` are never assumed, so the
