@@ -42,7 +42,7 @@ from numba import njit
 from numba import types as nbtypes
 from numba._dispatcher import compute_fingerprint
 from numba.core import cgutils, config
-from numba.extending import NativeValue, intrinsic, models, register_model, typeof_impl, unbox
+from numba.extending import NativeValue, intrinsic, models, register_model, unbox
 from numba.np.ufunc import parallel as numba_parallel
 
 _THREADSAFE_LAYERS = ("tbb", "omp")
@@ -147,15 +147,11 @@ class CompiledTask:
     and those ``argtypes``. A kernel body receives it as its first argument and calls it with
     :func:`run_task`; in numba its type is ``TaskFunction(argtypes)``."""
 
-    __slots__ = ("address", "argtypes")
+    __slots__ = ("address", "_numba_type_")
 
     def __init__(self, address: int, argtypes: tuple):
-        self.address, self.argtypes = address, argtypes
-
-
-@typeof_impl.register(CompiledTask)
-def _typeof_compiled_task(task, context):
-    return TaskFunction(task.argtypes)
+        self.address = address
+        self._numba_type_ = TaskFunction(argtypes)  # read by numba.typeof, its quickest path
 
 
 @unbox(TaskFunction)
