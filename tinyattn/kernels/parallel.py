@@ -143,8 +143,8 @@ class _TaskFunctionModel(models.PrimitiveModel):
 
 
 class CompiledTask:
-    """A task function compiled for one list of argument types: its machine-code ``address``
-    and those ``argtypes``. A kernel body receives it as its first argument and calls it with
+    """A task function compiled for one list of argument types ``argtypes``: the ``address``
+    of its machine code. A kernel body receives it as its first argument and calls it with
     :func:`run_task`; in numba its type is ``TaskFunction(argtypes)``."""
 
     __slots__ = ("address", "_numba_type_")
