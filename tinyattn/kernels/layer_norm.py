@@ -22,7 +22,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import FLOAT_DTYPES
-from .parallel import parallel_kernel, run_task
+from .parallel import chunk_bounds, parallel_kernel, run_task
 
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
 # order. It only needs to exceed the thread count of a laptop for good load balance.
@@ -63,8 +63,7 @@ def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_me
     """Chunk ``chunk`` of the rows: their ``dx``, and their sums of ``dw``, ``db`` into row
     ``chunk`` of ``dweight_parts``, ``dbias_parts``."""
     n_rows, n_cols = x.shape
-    start = chunk * n_rows // n_chunks
-    stop = (chunk + 1) * n_rows // n_chunks
+    start, stop = chunk_bounds(chunk, n_chunks, n_rows)
     for i in range(start, stop):
         mu = mean[i]
         inv_std = rstd[i]
