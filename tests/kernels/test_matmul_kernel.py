@@ -120,7 +120,7 @@ def test_tiled_path_handles_every_edge_tile(dtype, monkeypatch):
     ``_TINY_MACS = 0`` sends even the smallest of them through the register tile.
     """
     monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(64, 2, 1 << 20))
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(64, 2))
     nr = TILE.columns(np.dtype(dtype).itemsize)
     rng = np.random.default_rng(6)
     for m in (MR, MR + 1, 2 * MR - 1, 13 * MR + 5):
@@ -194,7 +194,7 @@ def test_results_do_not_depend_on_threads_or_blocking(dtype, monkeypatch):
     with numba_threads(2):
         np.testing.assert_array_equal(matmul(a, b), reference)
     monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 13)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1, 0))
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1))
     np.testing.assert_array_equal(matmul(a, b), reference)
 
 

@@ -34,20 +34,21 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   :func:`_tile_update`, :func:`_tile_store`) are all the tile needs. They address memory
   through numba's own item-pointer code, so ``NUMBA_BOUNDSCHECK=1`` checks every load and
   store (both ends of each vector) like any other index.
-* **Operands read in place; B packed only when it pays.** A is never copied: the tile
+* **Operands read in place; B packed only when it must be.** A is never copied: the tile
   broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from ``a[p, i]`` of a
   transposed view (autograd's ``Xᵀ @ g``), one value at a time either way. B is read in place
-  when its rows are contiguous, ``N`` is a multiple of ``NR`` and it fits half of L2: the tile
-  loads ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a transposed view such as the
-  Linear forward's ``x @ Wᵀ``, a ragged last column of tiles, or a large B whose rows would
-  evict each other) :func:`_pack_b` copies B once into zero-padded panels ``(N/NR, K, NR)``
-  starting on a cache line, reading it in its own memory order. Copies cost far more per value
-  than an FMA, so they weigh most on small products. Measured here at one thread, interleaved:
-  copying A first (into a k-major layout) made the W1 products 4–57% slower (most for
-  1024×512·512×128, where A is the large operand); packing a row-major B of up to 1 MiB was
-  within ±10% of reading it in place on the larger W1 shapes and 12–39% slower on the 64
-  products 64×32·32×64, while packing a B of 8–16 MiB with 4096 or 2048 columns was 8–15%
-  faster than reading it in place.
+  when its rows are contiguous and ``N`` is a multiple of ``NR``: the tile loads
+  ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a transposed view such as the Linear
+  forward's ``x @ Wᵀ``, or a ragged last column of tiles) :func:`_pack_b` copies B once into
+  zero-padded panels ``(N/NR, K, NR)`` starting on a cache line, reading it in its own memory
+  order. Copies cost far more per value than an FMA, so they weigh most on small products.
+  Measured on the AVX-512 EPYC (znver4), in one process alternating the two, median of 40
+  calls: reading a row-major B in place instead of packing it took 0.50× the time of
+  ``Xᵀ @ g`` with ``X`` 1024×128 and ``g`` 1024×384 (float32, 2 threads; 0.74–0.78× at one
+  thread), 0.79–0.90× on 512³, 0.64–0.78× with a B of 8–16 MiB (2048 or 4096 columns), and
+  0.94–1.15× on 1024³ in float64, the one shape where packing was not slower. (On an earlier
+  AVX2 EPYC, packing a B of 8–16 MiB had been 8–15% faster, and B was packed above half of
+  L2.) Copying A first (into a k-major layout) made the W1 products 4–57% slower.
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
@@ -172,15 +173,10 @@ class Blocking:
     nc_panels : int
         Micro-tile columns per task: the task's ``kc × NR·nc_panels`` block of B, which it
         sweeps once per tile row, fills at most half of L2.
-    in_place_b_bytes : int
-        Largest matrix of B read in place (half of L2): it stays cached whatever its row
-        stride. Larger ones are packed, so that the rows of a wide power-of-two B do not evict
-        each other.
     """
 
     kc: int
     nc_panels: int
-    in_place_b_bytes: int
 
 
 def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
@@ -194,12 +190,12 @@ def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
     --------
     >>> from tinyattn.kernels.cpu import DataCaches
     >>> blocking(DataCaches(32 * 1024, 1024 * 1024), MicroTile(6, 4, 64), 4)
-    Blocking(kc=512, nc_panels=4, in_place_b_bytes=524288)
+    Blocking(kc=512, nc_panels=4)
     """
     panel_row = tile.columns(itemsize) * itemsize  # bytes of B per k and micro-panel
     kc = min(caches.l2 // 2 // (_B_PANELS_PER_TASK * panel_row),
              caches.l1 // (tile.rows * itemsize))
-    return Blocking(max(16, kc), _B_PANELS_PER_TASK, caches.l2 // 2)
+    return Blocking(max(16, kc), _B_PANELS_PER_TASK)
 
 
 TILE = micro_tile(vector_unit())
@@ -261,7 +257,7 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
     a_transposed = not a3.flags.c_contiguous
     a_data = a3.swapaxes(1, 2) if a_transposed else a3  # C-contiguous either way
-    if b3.flags.c_contiguous and n % nr == 0 and k * n * out.itemsize <= block.in_place_b_bytes:
+    if b3.flags.c_contiguous and n % nr == 0:
         b_data, b_panels = b3, 1  # (batch_b, K, N), read in place
     else:
         packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
