@@ -19,80 +19,62 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import prange
 
 from . import FLOAT_DTYPES
-from .parallel import parallel_kernel, run_task
+from .parallel import parallel_kernel
 
 
-@njit(cache=True)
-def _cross_entropy_forward_row(logits, target, ignore_index, label_smoothing, loss, lse, i):
-    """Row ``i``: its ``lse`` and ``loss``."""
-    n_classes = logits.shape[1]
-    row_max = logits[i, 0]
-    for c in range(1, n_classes):
-        row_max = max(row_max, logits[i, c])
-    sum_exp = 0.0
-    sum_logits = 0.0
-    for c in range(n_classes):
-        sum_exp += math.exp(logits[i, c] - row_max)
-        sum_logits += logits[i, c]
-    log_sum_exp = math.log(sum_exp)
-    lse[i] = row_max + log_sum_exp
-    if target[i] == ignore_index:
-        loss[i] = 0.0
-        return
-    # lse − x_t and lse − mean x, each computed relative to the row max.
-    nll = log_sum_exp + (np.float64(row_max) - np.float64(logits[i, target[i]]))
-    smooth = log_sum_exp + (np.float64(row_max) - sum_logits / n_classes)
-    if label_smoothing == 0.0:
-        loss[i] = nll
-    else:
-        loss[i] = (1.0 - label_smoothing) * nll + label_smoothing * smooth
-
-
-@parallel_kernel(task=_cross_entropy_forward_row)
-def _cross_entropy_forward_kernel(task, logits, target, ignore_index, label_smoothing, loss,
-                                  lse):
-    """Every row of ``logits`` (:func:`_cross_entropy_forward_row`)."""
-    for index in prange(logits.shape[0]):
-        run_task(task, logits, target, ignore_index, label_smoothing, loss, lse,
-                 np.int64(index))
-
-
-@njit(cache=True)
-def _cross_entropy_backward_row(logits, target, grad_rows, ignore_index, label_smoothing,
-                                dlogits, i):
-    """Row ``i`` of ``dlogits``."""
-    n_classes = logits.shape[1]
-    if target[i] == ignore_index:
+@parallel_kernel
+def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing, loss, lse):
+    n_rows, n_classes = logits.shape
+    for i in prange(n_rows):
+        row_max = logits[i, 0]
+        for c in range(1, n_classes):
+            row_max = max(row_max, logits[i, c])
+        sum_exp = 0.0
+        sum_logits = 0.0
         for c in range(n_classes):
-            dlogits[i, c] = 0.0
-        return
-    # The softmax is recomputed from the row max rather than as exp(x − lse): lse has
-    # been rounded to the dtype, which would shift every probability by up to half an
-    # ulp of lse (a relative 5e-4 for float32 logits around 1e4).
-    row_max = logits[i, 0]
-    for c in range(1, n_classes):
-        row_max = max(row_max, logits[i, c])
-    sum_exp = 0.0
-    for c in range(n_classes):
-        dlogits[i, c] = math.exp(logits[i, c] - row_max)
-        sum_exp += dlogits[i, c]
-    scale = grad_rows[i] / sum_exp
-    uniform = grad_rows[i] * label_smoothing / n_classes
-    for c in range(n_classes):
-        dlogits[i, c] = dlogits[i, c] * scale - uniform
-    dlogits[i, target[i]] -= grad_rows[i] * (1.0 - label_smoothing)
+            sum_exp += math.exp(logits[i, c] - row_max)
+            sum_logits += logits[i, c]
+        log_sum_exp = math.log(sum_exp)
+        lse[i] = row_max + log_sum_exp
+        if target[i] == ignore_index:
+            loss[i] = 0.0
+            continue
+        # lse − x_t and lse − mean x, each computed relative to the row max.
+        nll = log_sum_exp + (np.float64(row_max) - np.float64(logits[i, target[i]]))
+        smooth = log_sum_exp + (np.float64(row_max) - sum_logits / n_classes)
+        if label_smoothing == 0.0:
+            loss[i] = nll
+        else:
+            loss[i] = (1.0 - label_smoothing) * nll + label_smoothing * smooth
 
 
-@parallel_kernel(task=_cross_entropy_backward_row)
-def _cross_entropy_backward_kernel(task, logits, target, grad_rows, ignore_index,
-                                   label_smoothing, dlogits):
-    """Every row of ``logits`` (:func:`_cross_entropy_backward_row`)."""
-    for index in prange(logits.shape[0]):
-        run_task(task, logits, target, grad_rows, ignore_index, label_smoothing, dlogits,
-                 np.int64(index))
+@parallel_kernel
+def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, label_smoothing,
+                                   dlogits):
+    n_rows, n_classes = logits.shape
+    for i in prange(n_rows):
+        if target[i] == ignore_index:
+            for c in range(n_classes):
+                dlogits[i, c] = 0.0
+            continue
+        # The softmax is recomputed from the row max rather than as exp(x − lse): lse has
+        # been rounded to the dtype, which would shift every probability by up to half an
+        # ulp of lse (a relative 5e-4 for float32 logits around 1e4).
+        row_max = logits[i, 0]
+        for c in range(1, n_classes):
+            row_max = max(row_max, logits[i, c])
+        sum_exp = 0.0
+        for c in range(n_classes):
+            dlogits[i, c] = math.exp(logits[i, c] - row_max)
+            sum_exp += dlogits[i, c]
+        scale = grad_rows[i] / sum_exp
+        uniform = grad_rows[i] * label_smoothing / n_classes
+        for c in range(n_classes):
+            dlogits[i, c] = dlogits[i, c] * scale - uniform
+        dlogits[i, target[i]] -= grad_rows[i] * (1.0 - label_smoothing)
 
 
 def _target_indices(logits: np.ndarray, target: np.ndarray, ignore_index: int,

@@ -29,32 +29,25 @@ from .parallel import chunk_bounds, parallel_kernel, run_task
 _MAX_ROW_CHUNKS = 32
 
 
-@njit(cache=True)
-def _layer_norm_forward_row(x, weight, bias, eps, y, mean, rstd, i):
-    """Row ``i``: its ``mean``, ``rstd`` and ``y``."""
-    n_cols = x.shape[1]
-    row_sum = 0.0
-    for j in range(n_cols):
-        row_sum += x[i, j]
-    row_mean = row_sum / n_cols
-    sq_sum = 0.0
-    for j in range(n_cols):
-        centred = x[i, j] - row_mean
-        sq_sum += centred * centred
-    mean[i] = row_mean
-    rstd[i] = 1.0 / np.sqrt(sq_sum / n_cols + eps)
-    # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
-    mu = mean[i]
-    inv_std = rstd[i]
-    for j in range(n_cols):
-        y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
-
-
-@parallel_kernel(task=_layer_norm_forward_row)
-def _layer_norm_forward_kernel(task, x, weight, bias, eps, y, mean, rstd):
-    """Every row of ``x`` (:func:`_layer_norm_forward_row`)."""
-    for index in prange(x.shape[0]):
-        run_task(task, x, weight, bias, eps, y, mean, rstd, np.int64(index))
+@parallel_kernel
+def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
+    n_rows, n_cols = x.shape
+    for i in prange(n_rows):
+        row_sum = 0.0
+        for j in range(n_cols):
+            row_sum += x[i, j]
+        row_mean = row_sum / n_cols
+        sq_sum = 0.0
+        for j in range(n_cols):
+            centred = x[i, j] - row_mean
+            sq_sum += centred * centred
+        mean[i] = row_mean
+        rstd[i] = 1.0 / np.sqrt(sq_sum / n_cols + eps)
+        # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
+        mu = mean[i]
+        inv_std = rstd[i]
+        for j in range(n_cols):
+            y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
 
 
 @njit(cache=True)
