@@ -1,10 +1,13 @@
 """Engine semantics: accumulation, retain_graph, deep graphs, hooks, grad mode, anomalies."""
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
 import tinyattn as ta
-from tinyattn.autograd import Context, Function, unbroadcast
+from tinyattn.autograd import Context, Function, ReleasedInput, unbroadcast
 
 
 def test_reused_node_accumulates_gradients_from_every_path():
@@ -163,6 +166,40 @@ def test_unbroadcast_sums_added_and_stretched_axes():
     assert unbroadcast(grad, (2, 3, 4)) is grad
     with pytest.raises(ValueError, match=r"cannot reduce gradient of shape \(2, 3, 4\) to \(5,\)"):
         unbroadcast(grad, (5,))
+
+
+def test_an_intermediate_only_a_linear_op_used_is_freed_before_the_backward():
+    x = ta.randn(64, 32, requires_grad=True)
+    h = x * 3.0  # an intermediate: Mul does not save its output
+    value = weakref.ref(h.data)
+    y = ta.nn.functional.dropout(h.reshape(32, 64) + 1.0, 0.5).sum()  # linear ops only
+    del h
+    gc.collect()
+    assert value() is None  # as in PyTorch: nothing the backward needs, nothing kept
+    released = y.grad_fn.inputs[0]
+    assert isinstance(released, ReleasedInput)
+    assert released.shape == (32, 64) and released.dtype == np.float32
+    assert released.grad_fn.name == "Dropout" and released.ndim == 2
+    with pytest.raises(RuntimeError, match="input 0 of 'Sum' was not kept"):
+        _ = released.data
+    y.backward()
+    kept = (x.grad.numpy() != 0.0).reshape(32, 64)  # dropout's mask, recomputed from its seed
+    np.testing.assert_allclose(x.grad.numpy().reshape(32, 64)[kept], 3.0 / (1 - 0.5))
+    assert 0.3 < kept.mean() < 0.7
+
+
+def test_an_op_whose_backward_reads_its_input_keeps_it():
+    x = ta.randn(8, requires_grad=True)
+    h = x * 3.0
+    value = weakref.ref(h.data)
+    y = h.exp().sum()  # d exp(h) = exp(h): the differentiable rule reads h
+    del h
+    gc.collect()
+    assert value() is not None
+    assert y.grad_fn.next_functions[0][0].inputs[0].data is value()
+    g, = ta.autograd.grad(y, x, create_graph=True)
+    g.sum().backward()  # second order through the kept input: d²/dx² Σ e^(3x) = 9 e^(3x)
+    np.testing.assert_allclose(x.grad.numpy(), 9 * np.exp(3 * x.numpy()), rtol=1e-5)
 
 
 def test_custom_function_plugs_into_the_engine():

@@ -7,7 +7,7 @@ import pytest
 
 import tinyattn as ta
 from tinyattn import inspect
-from tinyattn.autograd import Function
+from tinyattn.autograd import Function, ReleasedInput
 
 
 class Swish(Function):
@@ -139,6 +139,27 @@ def test_a_float32_backward_ten_percent_off_is_caught():
     report = inspect.check_graph((ScaledWrong.apply(x) * ta.randn(40)).sum())
     assert [n.name for n in report.failures] == ["ScaledWrong"]
     assert 0.05 < report.first_failure.max_rel_error < 0.2
+
+
+def test_a_wrong_linear_op_is_caught_though_its_inputs_were_not_kept():
+    class DoubledAdd(Function):
+        keeps_inputs = False  # linear: the graph keeps only the inputs' shapes
+
+        @staticmethod
+        def forward(ctx, a, b):
+            return a + b
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad, 2.0 * grad  # wrong for b
+
+    x = ta.randn(5, 4, dtype=ta.float64, requires_grad=True)
+    y = DoubledAdd.apply(x * 2.0, x.exp())
+    report = inspect.check_graph((y * y).sum())
+    assert isinstance(y.grad_fn.inputs[0], ReleasedInput)  # rerun on random values instead
+    assert [n.name for n in report.failures] == ["DoubledAdd"]
+    assert report.first_failure.max_rel_error > 0.4
+    assert [n.status for n in report.nodes if n.name != "DoubledAdd"] == ["ok"] * 4
 
 
 def test_pytorch_shaped_code_is_checked_node_by_node():

@@ -57,6 +57,24 @@ def test_the_composed_path_keeps_the_weights_and_the_fused_path_only_out_and_lse
     assert out[0].shape == (B, H, T, D)
 
 
+def test_the_fused_output_and_the_output_projections_input_are_one_array():
+    ledger = inspect.memory_ledger(attention_loss("fused"))
+    out = next(e for e in ledger.entries if e.name == "FusedAttention" and e.item == "saved[3]")
+    merged = [e for e in ledger.entries if e.name == "Linear" and e.shape == (B, T, H * D)
+              and e.item == "saved[0]" and e.index < out.index]  # out_proj's input
+    assert len(merged) == 1 and out.shared_with == f"#{merged[0].index} saved[0]"
+    # q, k, v are saved as the strided heads of the projections' outputs, not as copies
+    projections = [e for e in ledger.entries if e.name == "FusedAttention" and e.index == out.index
+                   and e.item in ("saved[0]", "saved[1]", "saved[2]")]
+    assert len(projections) == 3 and all(e.shape == (B, H, T, D) for e in projections)
+    loss = attention_loss("fused")
+    fused = next(n for n in ta.autograd.engine._topological_order([loss.grad_fn])
+                 if n.name == "FusedAttention")
+    for tensor, saved in zip(fused.inputs, fused.saved[:3]):
+        assert tensor.data is saved and tensor.grad_fn.name == "Permute"
+        assert saved.transpose(0, 2, 1, 3).flags.c_contiguous  # a (B, T, H, D) projection
+
+
 def test_shared_memory_is_counted_once():
     x = ta.randn(6, 5, requires_grad=True)
     w = ta.randn(5, 5, requires_grad=True)

@@ -394,15 +394,18 @@ def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
     bias = np.random.default_rng(8).standard_normal((2, 1, 40, 33)).astype(np.float32)
     options = dict(bias=bias, is_causal=True, dropout_p=dropout_p, seed=4, window_size=9)
     out, lse = attention_forward(q, k, v, **options)
-    _, kernel_options = attention._kernel_options("test", q, k, v, **options, scale=None)
+    ((q_laid, q_tokens), (k_laid, v_laid, kv_tokens)), kernel_options = \
+        attention._kernel_options("test", q, k, v, **options, scale=None)
+    inputs = (q_laid, k_laid, v_laid, q_tokens, kv_tokens)
+    out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # the kernels write (B, T, H, ·)
     results = []
     for parallel in (False, True):
         forward = np.empty_like(out), np.empty_like(lse)
-        attention._attention_forward_kernel(q, k, v, *kernel_options, *forward,
+        attention._attention_forward_kernel(*inputs, *kernel_options, *forward,
                                             parallel=parallel)
-        grads = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-        attention._attention_backward_kernel(q, k, v, out, lse, dout, *kernel_options, *grads,
-                                             parallel=parallel)
+        grads = tuple(np.empty(x.transpose(0, 2, 1, 3).shape, x.dtype) for x in (q, k, v))
+        attention._attention_backward_kernel(*inputs, out, lse, *attention._laid_out(dout),
+                                             *kernel_options, *grads, parallel=parallel)
         results.append((*forward, *grads))
     for serial, threaded in zip(*results, strict=True):
         np.testing.assert_array_equal(serial, threaded)
@@ -415,6 +418,30 @@ def test_non_contiguous_inputs_are_accepted():
     q_view = np.swapaxes(np.ascontiguousarray(np.swapaxes(q, 1, 2)), 1, 2)  # (B, H, T, D)
     assert not q_view.flags.c_contiguous
     _assert_matches_twin(q_view, k, v, dout, is_causal=True)
+
+
+def test_head_major_and_token_major_inputs_give_the_same_bits_and_token_major_outputs():
+    q, k, v, dout = _inputs(2, 4, 9, 7, 5, 6, np.float32, Hkv=2)
+    options = dict(is_causal=True, dropout_p=0.25, seed=3)
+
+    def token_major(x):  # the same values, laid out (B, T, H, ·) in memory
+        return np.ascontiguousarray(x.transpose(0, 2, 1, 3)).transpose(0, 2, 1, 3)
+
+    head = _fused(q, k, v, dout, **options)
+    for layouts in ((1, 1, 1), (1, 0, 1), (0, 1, 0), (1, 1, 0)):  # q, (k and v), dout
+        given = [token_major(x) if flag else x for x, flag in zip((q, k, dout), layouts)]
+        v_given = token_major(v) if layouts[1] else v
+        assert all(x.flags.c_contiguous != bool(flag) for x, flag in zip(given, layouts))
+        mixed = _fused(given[0], given[1], v_given, given[2], **options)
+        for a, b in zip(head, mixed, strict=True):
+            np.testing.assert_array_equal(a, b)
+    out, lse, dq, dk, dv = head
+    for x in (out, dq, dk, dv):
+        assert x.transpose(0, 2, 1, 3).flags.c_contiguous
+    reference = attention_forward_numpy(q, k, v, **options)
+    np.testing.assert_allclose(out, reference[0], rtol=1e-5, atol=1e-6)
+    mixed_kv = attention_forward(q, token_major(k), v, **options)[0]  # k and v differ: copied
+    np.testing.assert_array_equal(mixed_kv, out)
 
 
 def test_preconditions_are_asserted_before_any_kernel_runs():

@@ -10,7 +10,7 @@ Nothing here knows about numba or the kernels: the engine only calls each op's r
 
 from . import functional
 from .engine import backward, grad, run_backward, seed_gradient, unbroadcast
-from .function import Context, Function
+from .function import Context, Function, ReleasedInput
 from .grad_mode import (
     detect_anomaly,
     enable_grad,
@@ -23,8 +23,8 @@ from .grad_mode import (
 
 __all__ = [
     "Context", "Function", "backward", "detect_anomaly", "enable_grad", "functional", "grad",
-    "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "run_backward",
-    "seed_gradient", "set_grad_enabled", "unbroadcast",
+    "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "ReleasedInput",
+    "run_backward", "seed_gradient", "set_grad_enabled", "unbroadcast",
 ]
 
 

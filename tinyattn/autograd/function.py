@@ -16,6 +16,11 @@ recorded tinyattn ops on tensors (``ctx.inputs`` are the inputs), so that under
 requires grad, records the context as the output's ``grad_fn``, together with the edges to the
 inputs' own ``grad_fn`` at that moment and the versions of the tensors the op saved (an
 in-place change of one of them before the backward is an error, as in PyTorch).
+
+A graph holds what the backward needs and no more, as in PyTorch: an intermediate tensor that
+no op saved is freed as soon as the forward pass stops using it. So a linear op (add, reshape,
+dropout ...; ``keeps_inputs = False``), whose backward does not read its inputs, keeps of an
+intermediate input only its shape, dtype and ``grad_fn`` (a :class:`ReleasedInput`).
 """
 
 from __future__ import annotations
@@ -40,8 +45,9 @@ class Context:
     ----------
     name : str
         The op's name (the Function's class name).
-    inputs : tuple of Tensor
-        The positional tensor inputs, in order (None once the graph has been freed).
+    inputs : tuple of Tensor or ReleasedInput
+        The positional tensor inputs, in order (None once the graph has been freed); an
+        intermediate input of a linear op is a :class:`ReleasedInput`.
     edges : tuple
         For each input, where its gradient goes: its ``grad_fn`` at the time of the op, the
         input itself when it is a leaf that requires grad, or None.
@@ -74,6 +80,12 @@ class Context:
         that input before the backward is detected.
         """
         self.saved = values
+
+    def release_inputs(self) -> None:
+        """Keep only the shape, dtype and ``grad_fn`` of every intermediate input (those with a
+        ``grad_fn``); leaves and constants stay."""
+        self.inputs = tuple(ReleasedInput(t, self.name, slot) if isinstance(edge, Context) else t
+                            for slot, (t, edge) in enumerate(zip(self.inputs, self.edges)))
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
@@ -110,6 +122,39 @@ class Context:
         return f"<{self.name}Backward>"
 
 
+class ReleasedInput:
+    """What a linear op keeps of an intermediate input: its shape, dtype and ``grad_fn``, not its
+    values.
+
+    The backward of a linear op (``keeps_inputs = False``) does not read its inputs, so the
+    graph does not keep them alive; reading ``data`` says so.
+    """
+
+    __slots__ = ("shape", "dtype", "requires_grad", "grad_fn", "_where")
+
+    def __init__(self, tensor: Tensor, op: str, slot: int):
+        self.shape = tensor.shape
+        self.dtype = tensor.dtype
+        self.requires_grad = tensor.requires_grad
+        self.grad_fn = tensor.grad_fn
+        self._where = f"input {slot} of '{op}'"
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def data(self) -> np.ndarray:
+        raise RuntimeError(
+            f"the value of {self._where} was not kept: the op is linear, its backward does not "
+            "read it, so the graph lets it be freed (keep a reference to the tensor itself, or "
+            "register a hook, to look at it)"
+        )
+
+    def __repr__(self) -> str:
+        return f"ReleasedInput(shape={self.shape}, dtype={self.dtype})"
+
+
 class AccumulateGrad:
     """Where a leaf's gradient ends up (PyTorch's name): ``variable`` is the leaf tensor."""
 
@@ -135,6 +180,9 @@ class Function:
     """
 
     view = False
+    keeps_inputs = True
+    """False for a linear op, whose backward does not read its inputs' values: its context keeps
+    only the shape and dtype of an intermediate input (:class:`ReleasedInput`)."""
 
     @staticmethod
     def forward(ctx: Context, *arrays: np.ndarray, **kwargs: Any) -> np.ndarray:
@@ -163,6 +211,8 @@ class Function:
             ctx.edges = tuple(t.grad_fn if t.grad_fn is not None else
                               (t if t.requires_grad else None) for t in inputs)
             ctx.saved_versions = _saved_versions(ctx.saved, inputs, result)
+            if not cls.keeps_inputs:
+                ctx.release_inputs()
         return result
 
 

@@ -10,7 +10,10 @@ input ``x_i`` that needs a gradient:
   of ``L(x_i) = <v, f(..., x_i, ...)>``, recomputed in float64: ``fn.forward`` runs again on
   float64 copies of the node's input arrays with its recorded keyword arguments
   (``ctx.kwargs``), so a float32 graph is checked against an exact reference. A random forward
-  (dropout) is deterministic here: its seed is one of those arguments.
+  (dropout) is deterministic here: its seed is one of those arguments. A linear op (add,
+  reshape, dropout ...) does not keep the values of an intermediate input (see
+  :class:`tinyattn.autograd.ReleasedInput`); it is rerun on random values of that input's shape,
+  which test the same Jacobian.
 
 Both are compared along probes ``u`` — every unit vector for small inputs, random directions
 for large ones (``<g_i, u>`` against ``dL/du``): pass when ``|analytic − numeric| <= atol · scale
@@ -29,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from ..autograd import Context, no_grad, unbroadcast
+from ..autograd import Context, ReleasedInput, no_grad, unbroadcast
 from ..autograd.engine import _prune
 from ..gradcheck import central_difference
 from ..tensor import Tensor
@@ -202,6 +205,15 @@ def _as_float64(value: Any) -> Any:
     return value
 
 
+def _input_values(tensor: Tensor | ReleasedInput, rng: np.random.Generator) -> np.ndarray:
+    """An input's values for the rerun: float64 copies, or random normal values where a linear
+    op did not keep them (its Jacobian is the same at every point)."""
+    if isinstance(tensor, ReleasedInput):
+        values = rng.standard_normal(tensor.shape)
+        return values if tensor.dtype.kind == "f" else values.astype(tensor.dtype)
+    return tensor.data.astype(np.float64) if tensor.dtype.kind == "f" else tensor.data
+
+
 def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
                 atol: float | None, rtol: float | None, max_elements: int,
                 directions: int) -> NodeCheck:
@@ -222,8 +234,7 @@ def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
 
-    arrays = [t.data.astype(np.float64) if t.dtype.kind == "f" else t.data
-              for t in node.inputs]
+    arrays = [_input_values(t, rng) for t in node.inputs]
     kwargs = {k: _as_float64(v) for k, v in node.kwargs.items()}
 
     def forward(args: list) -> np.ndarray:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..autograd import Context
 from ..autograd import grad as autograd_grad
 from ..nn.attention import MultiHeadAttention, MultiHeadAttentionWrapper, SelfAttention
 from ..nn.module import Module
@@ -158,16 +159,16 @@ def _weights_recorded(layers: list[tuple[str, Module, int | None]],
 
 def _softmax_output(weights: Tensor) -> Tensor:
     """The softmax output behind the weights a layer returned, which may have gone through
-    dropout (a product with the kept-and-scaled factors) and a reshape (unbatched input)."""
-    tensor, node = weights, weights.grad_fn
-    while node is not None and node.name in ("Reshape", "Mul"):
-        tensor = node.inputs[0]
-        node = tensor.grad_fn
-    if node is None or node.name != "Softmax":
+    dropout (a product with the kept-and-scaled factors) and a reshape (unbatched input): a
+    tensor on the softmax's saved output ``y`` whose ``grad_fn`` is that softmax."""
+    node = weights.grad_fn
+    while isinstance(node, Context) and node.name in ("Reshape", "Mul"):
+        node = node.edges[0]
+    if not isinstance(node, Context) or node.name != "Softmax":
         raise RuntimeError("attention_gradients: the attention weights do not come from a "
                            "softmax in the graph (is grad mode on, and do the parameters "
                            "require grad?)")
-    return tensor
+    return weights if node is weights.grad_fn else Tensor._from_op(node.saved[0], node)
 
 
 def _run_loss(model: Module, batch: Any, loss_fn: LossFn | None, op: str) -> tuple[Any, Tensor]:

@@ -53,6 +53,20 @@ register-blocked tile of :mod:`.simd`, whose size follows the CPU's vector unit;
 meet no (query, key) pair of the band are skipped and sums stop at the band's edge, so a
 causal or windowed mask costs only the work inside it (to the tile's granularity).
 
+Two memory layouts. A ``(B, H, T, ·)`` input is read in place whether its memory is
+head-major (C-contiguous ``(B, H, T, ·)``) or token-major (``(B, T, H, ·)``, the layout of a
+projection's output split into heads, ``x.view(B, T, H, D).transpose(1, 2)``): a flag per
+operand (``q``; ``k`` and ``v``; ``dout``) tells the kernels which, and :func:`_head` takes a
+head's ``(T, D)`` rows from either, so one compiled kernel serves both. An input laid out
+neither way is copied once. ``out``, ``dq``, ``dk``, ``dv`` are written token-major and
+returned as ``(B, H, T, ·)`` views (as PyTorch's flash attention returns its output), so the
+heads are merged back without a copy (``out.transpose(1, 2).reshape(B, T, H·Dv)`` is a view)
+and, in a model, no copy is made on the way in or out, forward or backward: the graph keeps
+one array for a projection's output and the attention's saved ``q``, ``k`` or ``v`` (likewise
+for ``out`` and the output projection's input). A token-major head's rows are ``H·D`` apart;
+they are read as scalars or copied into the blocks, so only the tile products' C-contiguous
+operands are ever loaded as vectors.
+
 Parallelism. The forward runs ``prange`` over (batch, query head, query block) tasks, the
 backward over (batch, key/value head) tasks, each of which loops over its group's query heads
 in order and adds their ``dk``, ``dv`` in that order; a task also computes the ``dq`` of its
@@ -66,6 +80,9 @@ Compile cost. The two kernels are :class:`~.parallel.ParallelKernel` s: a run co
 the variant (serial or parallel) it takes, and the per-task functions (:func:`_forward_block`,
 :func:`_backward_kv_head`) are their task functions, compiled once on their own and called by
 address from the ``prange`` loop (linked into it, they would be compiled four times more).
+The ``a`` operands of the tile products are the strided heads of ``k`` and ``v`` and blocks of
+weights; the blocks are passed as ``[:nk, ::1]`` views, which numba types as strided like the
+heads, so that the tile product is compiled for one layout of ``a``, not two.
 Each helper is compiled for one signature per dtype: the task index reaches the per-task
 function as an ``int64``, constant arguments are numpy scalars rather than literals (numba
 would compile a helper once more for a literal ``0`` or ``True``), and blocks are copied
@@ -108,6 +125,13 @@ def _round_up(n, step):
 
 
 @njit(cache=True)
+def _head(x, b, h, token_major):
+    """Head ``h`` of batch ``b`` as a ``(T, D)`` view: of ``x (B, T, H, D)`` when
+    ``token_major``, else of ``x (B, H, T, D)`` (typed strided either way: one compile)."""
+    return x[b, :, h] if token_major else x[b, h]
+
+
+@njit(cache=True)
 def _transpose_into(dst, src, n, scale):
     """``dst[d, x] = scale · src[x, d]`` for ``x < n``; the columns of ``dst`` past ``n`` are 0."""
     for x in range(n):
@@ -117,15 +141,13 @@ def _transpose_into(dst, src, n, scale):
 
 
 @njit(cache=True)
-def _padded_rows(x, n_cols):
-    """``x (N, C)`` itself when ``C == n_cols``, else a copy zero-padded to ``n_cols`` columns."""
-    if x.shape[1] == n_cols:
-        return x
-    padded = np.zeros((x.shape[0], n_cols), x.dtype)
+def _padded_rows(dst, x):
+    """``dst[i, :C] = x[i]`` for the rows of ``x (N, C)``; the columns of ``dst`` past ``C`` are 0
+    (``dst`` is a C-contiguous ``(N, ≥ C)`` operand of the tile product; ``x`` may be strided)."""
     for i in range(x.shape[0]):
         for d in range(x.shape[1]):
-            padded[i, d] = x[i, d]
-    return padded
+            dst[i, d] = x[i, d]
+    dst[:, x.shape[1]:] = 0.0
 
 
 @njit(cache=True)
@@ -224,13 +246,16 @@ def _dropout_factors(st, c0, c1, head_state, dropout_p, keep_scale, i0, j0, nk, 
 
 
 @njit(cache=True)
-def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                   block_q, block_k, tile_cols, out, lse, task):
-    """Forward of one (batch, query head, query block) task into ``out`` and ``lse``."""
+def _forward_block(q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo, band_hi, scale,
+                   dropout_p, seed, block_q, block_k, tile_cols, out, lse, task):
+    """Forward of one (batch, query head, query block) task into ``out (B, T, H, Dv)`` and
+    ``lse (B, H, T)``; ``q`` is ``(B, T, H, D)`` if ``q_tokens`` else ``(B, H, T, D)``, ``k``
+    and ``v`` likewise by ``kv_tokens``."""
     prefer_full_width()
-    n_batch, n_heads, n_queries, d_head = q.shape
-    n_kv_heads, n_keys = k.shape[1], k.shape[2]
-    d_value = v.shape[3]
+    n_batch, n_queries, n_heads, d_value = out.shape
+    n_keys = k.shape[1] if kv_tokens else k.shape[2]
+    n_kv_heads = k.shape[2] if kv_tokens else k.shape[1]
+    d_head = q.shape[3]
     dtype = q.dtype.type
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     n_query_blocks = -(-n_queries // block_q)
@@ -240,10 +265,10 @@ def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, 
     nq = min(block_q, n_queries - i0)
     hk = h // (n_heads // n_kv_heads)
     head_state = fold_key(fold_key(seed, b), h)
-    k_rows, v_rows = k[b, hk], v[b, hk]  # (S, D), (S, Dv)
+    k_rows, v_rows = _head(k, b, hk, kv_tokens), _head(v, b, hk, kv_tokens)  # (S, D), (S, Dv)
     width = block_q + tile_cols  # room for a last tile that starts anywhere in the block
     q_t = np.empty((d_head, width), q.dtype)  # scale · q of the block, transposed: (D, T)
-    _transpose_into(q_t, q[b, h, i0 : i0 + nq], nq, dtype(scale))
+    _transpose_into(q_t, _head(q, b, h, q_tokens)[i0 : i0 + nq], nq, dtype(scale))
     st = np.empty((block_k, width), q.dtype)  # scores, then weights: (keys, queries)
     acc_t = np.zeros((_round_up(d_value, TILE_ROWS), width), q.dtype)  # (Dv, queries)
     run_max = np.full(width, -np.inf, q.dtype)  # m
@@ -308,40 +333,43 @@ def _forward_block(q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, 
         if run_sum[x] > 0.0:
             inv_sum = dtype(1.0) / run_sum[x]
             for e in range(d_value):
-                out[b, h, i, e] = acc_t[e, x] * inv_sum
+                out[b, i, h, e] = acc_t[e, x] * inv_sum
             lse[b, h, i] = run_max[x] + math.log(run_sum[x])
         elif run_sum[x] != run_sum[x]:  # a NaN score: the row is NaN, as in PyTorch
-            out[b, h, i, :] = np.nan
+            out[b, i, h, :] = np.nan
             lse[b, h, i] = np.nan
         else:
-            out[b, h, i, :] = 0.0
+            out[b, i, h, :] = 0.0
             lse[b, h, i] = -np.inf
 
 
 @parallel_kernel(task=_forward_block)
-def _attention_forward_kernel(task, q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p,
-                              seed, block_q, block_k, tile_cols, out, lse):
-    n_tasks = q.shape[0] * q.shape[1] * -(-q.shape[2] // block_q)
+def _attention_forward_kernel(task, q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo,
+                              band_hi, scale, dropout_p, seed, block_q, block_k, tile_cols, out,
+                              lse):
+    n_tasks = out.shape[0] * out.shape[2] * -(-out.shape[1] // block_q)
     for index in prange(n_tasks):
-        run_task(task, q, k, v, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                 block_q, block_k, tile_cols, out, lse, np.int64(index))
+        run_task(task, q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo, band_hi, scale,
+                 dropout_p, seed, block_q, block_k, tile_cols, out, lse, np.int64(index))
 
 
 @njit(cache=True)
-def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                      dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, task):
-    """Backward of one (batch, key/value head) task: ``dq`` of its query heads, its ``dk, dv``."""
+def _backward_kv_head(q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens, bias,
+                      has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q, block_k,
+                      tile_cols, dq, dk, dv, task):
+    """Backward of one (batch, key/value head) task: ``dq`` of its query heads, its ``dk, dv``
+    (``out`` and the gradients token-major; ``q``, ``k``, ``v``, ``dout`` by their flags, as in
+    :func:`_forward_block`)."""
     prefer_full_width()
-    n_batch, n_heads, n_queries, d_head = q.shape
-    n_kv_heads, n_keys = k.shape[1], k.shape[2]
-    d_value = v.shape[3]
+    n_batch, n_queries, n_heads, d_head = dq.shape
+    n_keys, n_kv_heads, d_value = dv.shape[1], dv.shape[2], dv.shape[3]
     group = n_heads // n_kv_heads
     dtype = q.dtype.type
     scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     b = task // n_kv_heads
     hk = task % n_kv_heads
-    k_rows, v_rows = k[b, hk], v[b, hk]  # (S, D), (S, Dv)
+    k_rows, v_rows = _head(k, b, hk, kv_tokens), _head(v, b, hk, kv_tokens)  # (S, D), (S, Dv)
     d_head_cols = _round_up(d_head, tile_cols)
     d_value_cols = _round_up(d_value, tile_cols)
     key_rows = _round_up(n_keys, TILE_ROWS)
@@ -351,6 +379,8 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
     q_t = np.empty((d_head, width), q.dtype)  # scale · q, transposed: (D, T)
     dout_t = np.empty((d_value, width), q.dtype)  # (Dv, T)
     dq_t = np.empty((_round_up(d_head, TILE_ROWS), width), q.dtype)  # (D, T)
+    q_rows = np.empty((n_queries, d_head_cols), q.dtype)  # q of one head, padded: (T, D)
+    dout_rows = np.empty((n_queries, d_value_cols), q.dtype)  # (T, Dv)
     delta = np.zeros(width, q.dtype)  # δ_i = g_i · o_i (0 past T)
     lse_safe = np.full(width, np.inf, q.dtype)  # lse, +inf where weights must be 0
     st = np.empty((block_k, block_q), q.dtype)  # scores, then weights p: (keys, queries)
@@ -359,15 +389,17 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
     for g in range(group):
         h = hk * group + g
         head_state = fold_key(fold_key(seed, b), h)
-        _transpose_into(q_t, q[b, h], n_queries, scale_t)
-        _transpose_into(dout_t, dout[b, h], n_queries, dtype(1.0))
-        q_rows = _padded_rows(q[b, h], d_head_cols)  # (T, D) for the dk product
-        dout_rows = _padded_rows(dout[b, h], d_value_cols)  # (T, Dv) for the dv product
+        q_head, dout_head = _head(q, b, h, q_tokens), _head(dout, b, h, dout_tokens)
+        out_head = out[b, :, h]
+        _transpose_into(q_t, q_head, n_queries, scale_t)
+        _transpose_into(dout_t, dout_head, n_queries, dtype(1.0))
+        _padded_rows(q_rows, q_head)  # (T, D) for the dk product
+        _padded_rows(dout_rows, dout_head)  # (T, Dv) for the dv product
         dq_t[:] = 0.0
         for i in range(n_queries):
             total = 0.0
             for e in range(d_value):
-                total += dout[b, h, i, e] * out[b, h, i, e]
+                total += dout_head[i, e] * out_head[i, e]
             delta[i] = total
             lse_safe[i] = lse[b, h, i] if lse[b, h, i] > -np.inf else np.inf
         for j0 in range(0, n_keys, block_k):
@@ -402,8 +434,9 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
                     _dropout_factors(dpt, _ZERO, nq, head_state, dropout_p, keep_scale, i0, j0,
                                      nk, band_lo, band_hi)
                     p_z = p_kept
-                _over_queries_product(dv_acc, j0, nk, d_value, p_z[:nk], dout_rows[i0 : i0 + nq],
-                                      nq, j0, i0, band_lo, band_hi, tile_cols)
+                _over_queries_product(dv_acc, j0, nk, d_value, p_z[:nk, ::1],
+                                      dout_rows[i0 : i0 + nq], nq, j0, i0, band_lo, band_hi,
+                                      tile_cols)
                 for jj in range(nk):
                     first, stop = _band_columns(j0 + jj, i0, band_lo, band_hi, n_cols)
                     dpt[jj, :first] = 0.0
@@ -412,26 +445,28 @@ def _backward_kv_head(q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
                     row_delta = delta[i0 + first : i0 + stop]
                     for x in range(stop - first):
                         dp_row[x] = p_row[x] * (dp_row[x] - row_delta[x])
-                _over_queries_product(dk_acc, j0, nk, d_head, dpt[:nk], q_rows[i0 : i0 + nq], nq,
-                                      j0, i0, band_lo, band_hi, tile_cols)
+                _over_queries_product(dk_acc, j0, nk, d_head, dpt[:nk, ::1], q_rows[i0 : i0 + nq],
+                                      nq, j0, i0, band_lo, band_hi, tile_cols)
                 _over_keys_product(dq_t, i0, d_head, n_cols, k_block.T, dpt, _ZERO, nk, j0, i0,
                                    band_lo, band_hi, tile_cols)
         for i in range(n_queries):
             for d in range(d_head):
-                dq[b, h, i, d] = scale_t * dq_t[d, i]
+                dq[b, i, h, d] = scale_t * dq_t[d, i]
     for j in range(n_keys):
         for d in range(d_head):
-            dk[b, hk, j, d] = scale_t * dk_acc[j, d]
+            dk[b, j, hk, d] = scale_t * dk_acc[j, d]
         for e in range(d_value):
-            dv[b, hk, j, e] = dv_acc[j, e]
+            dv[b, j, hk, e] = dv_acc[j, e]
 
 
 @parallel_kernel(task=_backward_kv_head)
-def _attention_backward_kernel(task, q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi,
-                               scale, dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv):
-    for index in prange(k.shape[0] * k.shape[1]):
-        run_task(task, q, k, v, out, lse, dout, bias, has_bias, band_lo, band_hi, scale,
-                 dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, np.int64(index))
+def _attention_backward_kernel(task, q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens,
+                               bias, has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q,
+                               block_k, tile_cols, dq, dk, dv):
+    for index in prange(dk.shape[0] * dk.shape[2]):
+        run_task(task, q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens, bias, has_bias,
+                 band_lo, band_hi, scale, dropout_p, seed, block_q, block_k, tile_cols, dq, dk,
+                 dv, np.int64(index))
 
 
 def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:
@@ -447,8 +482,19 @@ def _parallel(n_tasks: int, work: int) -> bool:
     return n_tasks > 1 and work >= _PARALLEL_MIN_WORK
 
 
+def _laid_out(*arrays: np.ndarray) -> tuple:
+    """``(B, H, T, ·)`` arrays as the kernels read them, ``(*arrays, token_major)``: their
+    token-major memory as C-contiguous ``(B, T, H, ·)`` arrays when every one is laid out so (a
+    projection's heads), else C-contiguous ``(B, H, T, ·)`` arrays, copied only if needed."""
+    tokens = tuple(x.transpose(0, 2, 1, 3) for x in arrays)
+    if all(t.flags.c_contiguous for t in tokens):
+        return (*tokens, _TRUE)
+    return (*(np.ascontiguousarray(x) for x in arrays), _FALSE)
+
+
 def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, window_size):
-    """Check the preconditions; return contiguous ``q, k, v`` and the kernels' options."""
+    """Check the preconditions; return ``(q, q_tokens), (k, v, kv_tokens)`` laid out for the
+    kernels (:func:`_laid_out`) and the kernels' options."""
     assert q.dtype in (np.float32, np.float64) and q.dtype == k.dtype == v.dtype, \
         f"{name}: q, k, v must share one float dtype, got {q.dtype}, {k.dtype}, {v.dtype}"
     assert q.ndim == k.ndim == v.ndim == 4, \
@@ -473,7 +519,7 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
         f"{name}: window_size must be None or >= 1, got {window_size}"
     assert _BLOCK_Q % tile_columns(q.dtype) == 0 and _BLOCK_K % TILE_ROWS == 0
     band_lo, band_hi = _band(bool(is_causal), window_size, T, S)
-    arrays = tuple(np.ascontiguousarray(x) for x in (q, k, v))
+    arrays = _laid_out(q), _laid_out(k, v)
     options = (bias, has_bias, band_lo, band_hi, float(scale), float(dropout_p), np.uint64(seed),
                _BLOCK_Q, _BLOCK_K, tile_columns(q.dtype))
     return arrays, options
@@ -516,7 +562,9 @@ def attention_forward(
     Returns
     -------
     out : np.ndarray
-        ``(B, H, T, Dv)``; zero for fully masked rows.
+        ``(B, H, T, Dv)``; zero for fully masked rows. Its memory is laid out
+        ``(B, T, H, Dv)`` (see "Two memory layouts" above): ``out.transpose(0, 2, 1, 3)`` is
+        contiguous, so merging the heads back into ``(B, T, H·Dv)`` copies nothing.
     lse : np.ndarray
         ``(B, H, T)``, ``log Σ_j e^(s_ij)`` before dropout; ``-inf`` for fully masked rows.
 
@@ -530,15 +578,16 @@ def attention_forward(
     >>> bool(np.allclose(out, ref_out) and np.allclose(lse, ref_lse))
     True
     """
-    (q, k, v), options = _kernel_options("attention_forward", q, k, v, bias, is_causal, scale,
-                                         dropout_p, seed, window_size)
-    B, H, T, D = q.shape
-    out = np.empty((B, H, T, v.shape[3]), q.dtype)
+    (laid_q, laid_kv), options = _kernel_options("attention_forward", q, k, v, bias, is_causal,
+                                                 scale, dropout_p, seed, window_size)
+    (B, H, T, D), S, Dv = q.shape, k.shape[2], v.shape[3]
+    out = np.empty((B, T, H, Dv), q.dtype)
     lse = np.empty((B, H, T), q.dtype)
     n_tasks = B * H * -(-T // _BLOCK_Q)
-    parallel = _parallel(n_tasks, B * H * T * k.shape[2] * (D + v.shape[3]))
-    _attention_forward_kernel(q, k, v, *options, out, lse, parallel=parallel)
-    return out, lse
+    parallel = _parallel(n_tasks, B * H * T * S * (D + Dv))
+    _attention_forward_kernel(laid_q[0], *laid_kv[:2], laid_q[1], laid_kv[2], *options, out, lse,
+                              parallel=parallel)
+    return out.transpose(0, 2, 1, 3), lse
 
 
 def attention_backward(
@@ -560,19 +609,24 @@ def attention_backward(
     With ``p = e^(s − lse)``, ``z`` the dropout factor and ``δ_i = dout_i · out_i``:
     ``dv = (p⊙z)ᵀ dout``, ``ds = p ⊙ ((dout vᵀ) ⊙ z − δ)``, ``dq = scale · ds k``,
     ``dk = scale · dsᵀ q`` (the module docstring derives ``δ``); ``dk`` and ``dv`` have the
-    shapes of ``k`` and ``v``, each key/value head summing the gradients of its query heads.
-    The other arguments must be those given to :func:`attention_forward`.
+    shapes of ``k`` and ``v``, each key/value head summing the gradients of its query heads,
+    laid out token-major in memory like ``out``. The other arguments must be those given to
+    :func:`attention_forward`.
     """
     name = "attention_backward"
-    (q, k, v), options = _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed,
-                                         window_size)
-    B, H, T, D = q.shape
-    for label, x, shape in (("out", out, (B, H, T, v.shape[3])),
-                            ("dout", dout, (B, H, T, v.shape[3])), ("lse", lse, (B, H, T))):
+    (laid_q, laid_kv), options = _kernel_options(name, q, k, v, bias, is_causal, scale,
+                                                 dropout_p, seed, window_size)
+    (B, H, T, D), (Hkv, S), Dv = q.shape, k.shape[1:3], v.shape[3]
+    for label, x, shape in (("out", out, (B, H, T, Dv)), ("dout", dout, (B, H, T, Dv)),
+                            ("lse", lse, (B, H, T))):
         assert x.shape == shape and x.dtype == q.dtype, \
             f"{name}: {label} has shape {x.shape} and dtype {x.dtype}; expected {shape}, {q.dtype}"
-    out, lse, dout = (np.ascontiguousarray(x) for x in (out, lse, dout))
-    dq, dk, dv = np.empty_like(q), np.empty_like(k), np.empty_like(v)
-    parallel = _parallel(B * k.shape[1], B * H * T * k.shape[2] * (D + v.shape[3]))
-    _attention_backward_kernel(q, k, v, out, lse, dout, *options, dq, dk, dv, parallel=parallel)
-    return dq, dk, dv
+    out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # (B, T, H, Dv), as written
+    dout, dout_tokens = _laid_out(dout)
+    lse = np.ascontiguousarray(lse)
+    dq, dk, dv = (np.empty((B, n, h, d), q.dtype) for n, h, d in ((T, H, D), (S, Hkv, D),
+                                                                  (S, Hkv, Dv)))
+    parallel = _parallel(B * Hkv, B * H * T * S * (D + Dv))
+    _attention_backward_kernel(laid_q[0], *laid_kv[:2], laid_q[1], laid_kv[2], out, lse, dout,
+                               dout_tokens, *options, dq, dk, dv, parallel=parallel)
+    return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))

@@ -20,6 +20,8 @@ from .validate import DTypeError, broadcast_shapes, is_number
 class Add(Function):
     """``out = a + b``; ``da = g``, ``db = g``."""
 
+    keeps_inputs = False
+
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return a + b
@@ -33,6 +35,8 @@ class Add(Function):
 
 class Sub(Function):
     """``out = a - b``; ``da = g``, ``db = -g``."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -92,6 +96,8 @@ class Div(Function):
 
 class Neg(Function):
     """``out = -a``; ``da = -g``."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, a: np.ndarray) -> np.ndarray:

@@ -98,8 +98,18 @@ def attention_composed(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None
     return matmul(weights, v), weights  # (..., H, T, Dv), (..., H, T, S)
 
 
+def _four_dims(q: np.ndarray, k: np.ndarray,
+               v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``q, k, v`` as the kernels' ``(B, H, T, D)``, ``(B, Hkv, S, D)``, ``(B, Hkv, S, Dv)``
+    (views where the layout allows; the leading dims before the heads are flattened)."""
+    B, H = heads_layout(q.shape[:-2])
+    Hkv = k.shape[-3] if k.ndim > 2 else 1
+    return (q.reshape(B, H, *q.shape[-2:]), k.reshape(B, Hkv, *k.shape[-2:]),
+            v.reshape(B, Hkv, *v.shape[-2:]))
+
+
 class FusedAttention(Function):
-    """Attention as one op on the fused kernel; saves only ``out`` and the row ``lse``.
+    """Attention as one op on the fused kernel; saves its inputs, ``out`` and the row ``lse``.
 
     Forward: ``s = scale · q kᵀ + bias`` (−inf outside the causal/window band),
     ``lse_i = log Σ_j e^(s_ij)``, ``out = (e^(s − lse) ⊙ z) v``.
@@ -118,29 +128,24 @@ class FusedAttention(Function):
                 bias: np.ndarray | None, mask: np.ndarray | None, is_causal: bool,
                 scale: float, dropout_p: float, seed: int,
                 window_size: int | None) -> np.ndarray:
-        B, H = heads_layout(q.shape[:-2])
-        Hkv = k.shape[-3] if k.ndim > 2 else 1
-        q4 = np.ascontiguousarray(q).reshape(B, H, *q.shape[-2:])  # (B, H, T, D)
-        k4 = np.ascontiguousarray(k).reshape(B, Hkv, *k.shape[-2:])  # (B, Hkv, S, D)
-        v4 = np.ascontiguousarray(v).reshape(B, Hkv, *v.shape[-2:])  # (B, Hkv, S, Dv)
         options = dict(bias=bias, is_causal=is_causal, scale=scale, dropout_p=dropout_p,
                        seed=seed, window_size=window_size)
-        out, lse = attention_forward(q4, k4, v4, **options)
-        ctx.save_for_backward(q4, k4, v4, out, lse, options, mask,
-                              (q.shape, k.shape, v.shape))
+        out, lse = attention_forward(*_four_dims(q, k, v), **options)
+        # q, k, v themselves (not copies: the kernels read a projection's strided heads in place)
+        ctx.save_for_backward(q, k, v, out, lse, options, mask)
         return out.reshape(*q.shape[:-1], v.shape[-1])  # (..., H, T, Dv)
 
     @staticmethod
     def backward(ctx: Context, grad_out: np.ndarray) -> tuple[np.ndarray, ...]:
-        q4, k4, v4, out, lse, options, _, shapes = ctx.saved
-        dout = np.ascontiguousarray(grad_out).reshape(out.shape)  # (B, H, T, Dv)
-        grads = attention_backward(q4, k4, v4, out, lse, dout, **options)
-        return tuple(g.reshape(shape) for g, shape in zip(grads, shapes))
+        q, k, v, out, lse, options, _ = ctx.saved
+        dout = grad_out.reshape(out.shape)  # (B, H, T, Dv)
+        grads = attention_backward(*_four_dims(q, k, v), out, lse, dout, **options)
+        return tuple(g.reshape(x.shape) for g, x in zip(grads, (q, k, v)))
 
     @staticmethod
     def differentiable_backward(ctx: Context, grad_out: Tensor) -> tuple[Tensor | None, ...]:
         q, k, v = ctx.inputs
-        _, _, _, _, _, options, mask, _ = ctx.saved
+        _, _, _, _, _, options, mask = ctx.saved
         attn_mask = None if mask is None else Tensor(mask)
         out, _ = attention_composed(q, k, v, attn_mask, options["dropout_p"],
                                     options["is_causal"], options["scale"], options["seed"],

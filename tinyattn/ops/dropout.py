@@ -26,6 +26,8 @@ class Dropout(Function):
     counter-based generator, so the backward recomputes it.
     """
 
+    keeps_inputs = False
+
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, p: float, seed: int) -> np.ndarray:
         ctx.save_for_backward(seed, p)

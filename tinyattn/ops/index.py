@@ -129,6 +129,7 @@ class GetItem(Function):
     """``y = x[index]``; ``dx = zeros_like(x)`` with ``g`` scatter-added at ``index``."""
 
     view = True
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, index: Index) -> np.ndarray:
@@ -155,6 +156,8 @@ class IndexPut(Function):
     ``dx = g`` (with the overwritten positions zeroed unless ``accumulate``),
     ``dvalues = g[index]`` (summed back to ``values``' shape by the engine).
     """
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, values: np.ndarray, index: Index,
@@ -190,6 +193,8 @@ class IndexPut(Function):
 class Cat(Function):
     """``y = concat(x_1..x_n, dim)``; ``dx_i = g[..., offset_i : offset_i + n_i, ...]``."""
 
+    keeps_inputs = False
+
     @staticmethod
     def forward(ctx: Context, *xs: np.ndarray, dim: int) -> np.ndarray:
         ctx.save_for_backward(dim, np.cumsum([x.shape[dim] for x in xs])[:-1])
@@ -210,6 +215,8 @@ class Cat(Function):
 
 class Stack(Function):
     """``y = stack(x_1..x_n, dim)``; ``dx_i = g`` indexed at ``i`` along ``dim``."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, *xs: np.ndarray, dim: int) -> np.ndarray:

@@ -59,6 +59,8 @@ class MaskedFill(Function):
 class Triangle(Function):
     """``y = triu(x, k)`` or ``tril(x, k)``; ``dx`` = the same triangle of ``g``."""
 
+    keeps_inputs = False
+
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, upper: bool, diagonal: int) -> np.ndarray:
         ctx.save_for_backward(upper, diagonal)

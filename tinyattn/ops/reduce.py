@@ -37,6 +37,8 @@ def _expand_back(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepd
 class Sum(Function):
     """``y = Σ_axes x``; ``dx = g`` copied along the summed axes."""
 
+    keeps_inputs = False
+
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool,
                 dtype: np.dtype) -> np.ndarray:
@@ -53,6 +55,8 @@ class Sum(Function):
 
 class Mean(Function):
     """``y = Σ_axes x / N``; ``dx = g / N`` copied along the reduced axes."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool) -> np.ndarray:
@@ -327,6 +331,8 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 class CumSum(Function):
     """``y_i = Σ_{j ≤ i} x_j`` along ``dim``; ``dx_j = Σ_{i ≥ j} g_i`` (a reversed cumsum)."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:

@@ -23,6 +23,7 @@ class Reshape(Function):
     """``y = x`` with a new shape; ``dx = g`` reshaped back."""
 
     view = True
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -41,6 +42,7 @@ class Permute(Function):
     """``y = x`` with axes reordered by ``dims``; ``dx = g`` with the inverse order."""
 
     view = True
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
@@ -61,6 +63,7 @@ class Expand(Function):
     """``y = x`` broadcast to ``shape`` (a view); ``dx = g`` summed by the engine's unbroadcast."""
 
     view = True
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -75,6 +78,8 @@ class Expand(Function):
 
 class Tile(Function):
     """``y = x`` repeated ``reps[d]`` times along each dim ``d``; ``dx = Σ`` over the copies."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, reps: tuple[int, ...]) -> np.ndarray:
@@ -95,6 +100,8 @@ class Tile(Function):
 
 class Copy(Function):
     """``y`` = a C-ordered copy of ``x``; ``dx = g``."""
+
+    keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, x: np.ndarray) -> np.ndarray:

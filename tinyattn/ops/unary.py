@@ -286,6 +286,8 @@ class Clamp(Function):
 class Cast(Function):
     """``y = x`` in another dtype; ``dx = g`` (the engine casts it back to x's dtype)."""
 
+    keeps_inputs = False
+
     @staticmethod
     def forward(ctx: Context, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return x.astype(dtype)
