@@ -62,6 +62,7 @@ from . import FLOAT_DTYPES
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
+from .inline import always_inline
 from .parallel import chunk_of, element_chunks, parallel_kernel, run_task
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -126,19 +127,24 @@ _ABS_X_MAX_FLOAT32 = _F32(14.0)
 _SPLIT_SHIFT = _F32(2.0**15)
 _ZERO, _HALF, _ONE, _TWO = _F32(0.0), _F32(0.5), _F32(1.0), _F32(2.0)
 
+# The scalar helpers below are inlined into the loops by LLVM (:mod:`.inline`), so they carry
+# the loops' own flags: fused multiply-adds, numpy's error model.
 
-@njit(cache=True, inline="always", error_model="numpy")
+
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _horner(coeffs, y):
+    always_inline()
     value = coeffs[len(coeffs) - 1]
     for k in range(len(coeffs) - 2, -1, -1):
         value = coeffs[k] + y * value
     return value
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _estrin_10(coeffs, y):
     """``Σ coeffs[k] y^k`` for 10 coefficients by Estrin's scheme: a dependency chain of 4
     multiply-adds instead of Horner's 9, so that more elements are in flight at once."""
+    always_inline()
     y_2 = y * y
     y_4 = y_2 * y_2
     low = (coeffs[0] + coeffs[1] * y) + (coeffs[2] + coeffs[3] * y) * y_2
@@ -146,9 +152,10 @@ def _estrin_10(coeffs, y):
     return (low + high * y_4) + (coeffs[8] + coeffs[9] * y) * (y_4 * y_4)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _normal_cdf_float64(x):
     """Φ(x) for a float64 ``x`` (module docstring): ``½ erfc(|x| / √2)`` or its complement."""
+    always_inline()
     low, high, a_max, t_min, inv_width = _SERIES_FLOAT64
     t = 2.0 / (2.0 + min(abs(x) * _INV_SQRT_2, a_max))
     y = (2.0 * t - 1.0 - t_min) * inv_width  # [t_min, 1] -> [-1, 1]
@@ -159,10 +166,11 @@ def _normal_cdf_float64(x):
     return half_erfc if x < 0.0 else 1.0 - half_erfc
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _erfc_parts_float32(x):
     """``(t, e, y)`` for a float32 ``x``, all float32: ``½ erfc(|x| / √2) = ½ t e`` with
     ``e = exp(−a² + (1 − t) Q)``, and ``y`` the mapped ``t`` (module docstring)."""
+    always_inline()
     abs_x = min(abs(x), _ABS_X_MAX_FLOAT32)
     a = min(abs_x * _F32(_INV_SQRT_2), _F32(_A_MAX_FLOAT32))
     t = _TWO / (_TWO + a)
@@ -174,17 +182,19 @@ def _erfc_parts_float32(x):
     return t, exp_float32(small - _HALF * x_hi * x_hi), y
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _exact_gelu_float32(x):
     """``x Φ(x)``; in the tail ``(x t / 2) e`` keeps every intermediate a normal float32."""
+    always_inline()
     t, e, _ = _erfc_parts_float32(x)
     return (_HALF * x * t) * e if x < _ZERO else x * (_ONE - _HALF * t * e)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _exact_gelu_slope_float32(x):
     """``Φ(x) + x φ(x)`` with ``φ(x) = e · M(t) / √(2π)``: ``e (½ t + x φ / e)`` for
     ``x < 0``, ``1 + e (x φ / e − ½ t)`` otherwise."""
+    always_inline()
     t, e, y = _erfc_parts_float32(x)
     x_density_over_e = x * _estrin_10(_DENSITY_POWER_FLOAT32, y)
     if x < _ZERO:
@@ -192,13 +202,15 @@ def _exact_gelu_slope_float32(x):
     return _ONE + e * (x_density_over_e - _HALF * t)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _exact_gelu_float64(x):
+    always_inline()
     return x * _normal_cdf_float64(x)
 
 
-@njit(cache=True, inline="always", error_model="numpy")
+@njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _exact_gelu_slope_float64(x):
+    always_inline()
     return _normal_cdf_float64(x) + x * _INV_SQRT_2PI * exp_float64(-0.5 * x * x, EXP_TAYLOR_13)
 
 
