@@ -420,8 +420,9 @@ def test_non_contiguous_inputs_are_accepted():
     _assert_matches_twin(q_view, k, v, dout, is_causal=True)
 
 
-def test_head_major_and_token_major_inputs_give_the_same_bits_and_token_major_outputs():
-    q, k, v, dout = _inputs(2, 4, 9, 7, 5, 6, np.float32, Hkv=2)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_head_major_and_token_major_inputs_give_the_same_bits_and_token_major_outputs(dtype):
+    q, k, v, dout = _inputs(2, 4, 9, 7, 5, 6, dtype, Hkv=2)
     options = dict(is_causal=True, dropout_p=0.25, seed=3)
 
     def token_major(x):  # the same values, laid out (B, T, H, ·) in memory
@@ -439,7 +440,7 @@ def test_head_major_and_token_major_inputs_give_the_same_bits_and_token_major_ou
     for x in (out, dq, dk, dv):
         assert x.transpose(0, 2, 1, 3).flags.c_contiguous
     reference = attention_forward_numpy(q, k, v, **options)
-    np.testing.assert_allclose(out, reference[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(out, reference[0], rtol=1e-5, atol=1e-6)  # float32-sized
     mixed_kv = attention_forward(q, token_major(k), v, **options)[0]  # k and v differ: copied
     np.testing.assert_array_equal(mixed_kv, out)
 

@@ -130,14 +130,14 @@ class ReleasedInput:
     graph does not keep them alive; reading ``data`` says so.
     """
 
-    __slots__ = ("shape", "dtype", "requires_grad", "grad_fn", "_where")
+    __slots__ = ("shape", "dtype", "requires_grad", "grad_fn", "_op", "_slot")
 
     def __init__(self, tensor: Tensor, op: str, slot: int):
         self.shape = tensor.shape
         self.dtype = tensor.dtype
         self.requires_grad = tensor.requires_grad
         self.grad_fn = tensor.grad_fn
-        self._where = f"input {slot} of '{op}'"
+        self._op, self._slot = op, slot  # the message is only built if .data is read
 
     @property
     def ndim(self) -> int:
@@ -146,9 +146,9 @@ class ReleasedInput:
     @property
     def data(self) -> np.ndarray:
         raise RuntimeError(
-            f"the value of {self._where} was not kept: the op is linear, its backward does not "
-            "read it, so the graph lets it be freed (keep a reference to the tensor itself, or "
-            "register a hook, to look at it)"
+            f"the value of input {self._slot} of '{self._op}' was not kept: the op is linear, "
+            "its backward does not read it, so the graph lets it be freed (keep a reference to "
+            "the tensor itself, or register a hook, to look at it)"
         )
 
     def __repr__(self) -> str:
