@@ -116,7 +116,7 @@ def child(side, case, calls, save, threads):
     results = run()
     first_call_s = time.perf_counter() - start
     run()
-    times, _ = call_seconds(run, calls)
+    times = call_seconds(run, calls)
     if save:
         np.savez(save, *results)
     print(json.dumps({"ms": float(np.median(times) * 1e3), "first_call_s": first_call_s}))

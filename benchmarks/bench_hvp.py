@@ -174,7 +174,7 @@ def child(side: str, calls: int, files: str | None, threads: int) -> None:
     result = {}
     for method, run in methods.items():
         run()
-        times, _ = call_seconds(run, calls)
+        times = call_seconds(run, calls)
         result[method] = float(np.median(times) * 1e3)
     result["peak_rss_mb"] = peak_rss_mb()
     print(json.dumps(result))

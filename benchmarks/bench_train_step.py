@@ -10,8 +10,10 @@ Then each side runs in a fresh process of its own (numba's and torch's OpenMP th
 a parallel region and steal each other's cores when both live in one process; the torch process
 does not import tinyattn, so its memory is torch's alone), alternating tinyattn, torch, torch,
 tinyattn, ... over ``--rounds`` rounds. A process takes one step, then times ``--steps`` steps;
-it reports their median, its peak RSS, minor page faults per step and the time from process
-start to the end of its first step (warm numba cache). The ratio is the median over rounds of
+it reports their median, its peak RSS, its resident memory at the end split into anonymous
+memory and shared-library pages (whose count depends on the page cache: ``timing.py``), minor
+page faults per step and the time from process start to the end of its first step (warm numba
+cache). The ratio is the median over rounds of
 tinyattn's median ÷ torch's. ``--cold`` also times a tinyattn process with an empty numba cache.
 
 The builders (:func:`tinyattn_model`, :func:`torch_model`, :func:`batch`, ...) are shared with
@@ -208,7 +210,13 @@ def check_agreement() -> str:
 
 def child(side: str, steps: int, weights: str | None, threads: int) -> None:
     """In a fresh process: one step, then ``steps`` timed steps; print the results as JSON."""
-    from timing import call_seconds, minor_page_faults, peak_rss_mb, set_threads
+    from timing import (
+        call_seconds,
+        minor_page_faults,
+        peak_rss_mb,
+        resident_split_mb,
+        set_threads,
+    )
 
     set_threads(side, threads)
     if side == "tinyattn":
@@ -219,12 +227,15 @@ def child(side: str, steps: int, weights: str | None, threads: int) -> None:
     step()
     first_step_end = time.time()
     faults_before = minor_page_faults()
-    times, losses = call_seconds(step, steps)
+    losses: list[float] = []
+    times = call_seconds(lambda: losses.append(step()), steps)
     print(json.dumps({
         "first_step_end": first_step_end,
         "ms": float(np.median(times) * 1e3),
         "best_ms": float(np.min(times) * 1e3),
         "peak_rss_mb": peak_rss_mb(),
+        "anonymous_mb": resident_split_mb()[0],
+        "file_backed_mb": resident_split_mb()[1],
         "faults_per_step": (minor_page_faults() - faults_before) / steps,
         "finite": bool(np.all(np.isfinite(losses))),
     }))
@@ -309,6 +320,11 @@ def main() -> None:
         f"| fastest step over all rounds (ms; less sensitive to other work) "
         f"| {best[0]:.1f} | {best[1]:.1f} | {best[0] / best[1]:.2f}× |",
         f"| peak RSS (MB) | {rss[0]:.0f} | {rss[1]:.0f} | {rss[0] / rss[1]:.2f}× |",
+        f"| resident at the end: anonymous (MB) | {med('tinyattn', 'anonymous_mb'):.0f} "
+        f"| {med('torch', 'anonymous_mb'):.0f} "
+        f"| {med('tinyattn', 'anonymous_mb') / med('torch', 'anonymous_mb'):.2f}× |",
+        f"| resident at the end: shared-library pages (MB; depends on the page cache) "
+        f"| {med('tinyattn', 'file_backed_mb'):.0f} | {med('torch', 'file_backed_mb'):.0f} | |",
         f"| minor page faults per step | {med('tinyattn', 'faults_per_step'):.0f} "
         f"| {med('torch', 'faults_per_step'):.0f} | |",
         f"| process start → end of first step, warm numba cache (s) "

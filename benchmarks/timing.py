@@ -1,12 +1,11 @@
 """Side-by-side timing for the benchmarks.
 
 The machines are shared and noisy, so absolute times drift; a ratio taken from two measurements
-made back to back holds. The headline figures run each side in a fresh process of its own,
+made back to back holds. Every figure runs each side in a fresh process of its own,
 alternating A, B, B, A, ... over rounds (:func:`alternating_rounds`), and report the median over
 rounds of the ratio of the two sides' medians: numba's, torch's and OpenBLAS's OpenMP threads
 spin after a parallel region and steal each other's cores when two runtimes alternate inside one
-process. :func:`compare` times two callables in interleaved pairs inside one process; it is
-kept for kernel-level tables where both sides are numpy or one library.
+process.
 """
 
 from __future__ import annotations
@@ -17,54 +16,10 @@ import resource
 import subprocess
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 import numpy as np
-
-
-@dataclass
-class Comparison:
-    """Medians of one interleaved A/B measurement (times in milliseconds)."""
-
-    ours_ms: float
-    ref_ms: float
-    ratio: float  # median over pairs of ours / ref: < 1 means tinyattn is faster
-    pairs: int
-
-
-def compare(
-    ours: Callable[[], object],
-    reference: Callable[[], object],
-    pairs: int = 15,
-    warmup: int = 2,
-) -> Comparison:
-    """Time ``ours`` and ``reference`` in interleaved pairs and return the medians.
-
-    The order inside a pair alternates (A B, B A, ...) so that neither side always runs on a
-    cache warmed by the other.
-    """
-    for _ in range(warmup):
-        ours()
-        reference()
-    ours_times, ref_times = [], []
-    for i in range(pairs):
-        order = (ours, reference) if i % 2 == 0 else (reference, ours)
-        elapsed = {}
-        for fn in order:
-            start = time.perf_counter()
-            fn()
-            elapsed[fn] = time.perf_counter() - start
-        ours_times.append(elapsed[ours])
-        ref_times.append(elapsed[reference])
-    ours_arr, ref_arr = np.array(ours_times), np.array(ref_times)
-    return Comparison(
-        ours_ms=float(np.median(ours_arr) * 1e3),
-        ref_ms=float(np.median(ref_arr) * 1e3),
-        ratio=float(np.median(ours_arr / ref_arr)),
-        pairs=pairs,
-    )
 
 
 def alternating_rounds(sides: Sequence[str], rounds: int,
@@ -79,14 +34,19 @@ def alternating_rounds(sides: Sequence[str], rounds: int,
     return results
 
 
-def call_seconds(run: Callable[[], Any], calls: int) -> tuple[list[float], list[Any]]:
-    """Call ``run()`` ``calls`` times; its wall time in seconds and its result, call by call."""
-    seconds, results = [], []
+def call_seconds(run: Callable[[], Any], calls: int) -> list[float]:
+    """Call ``run()`` ``calls`` times; its wall time in seconds, call by call.
+
+    Each result is dropped as soon as its call returns, as in a training loop, so that the next
+    call can reuse its memory: holding every result would make each call fault in fresh pages
+    (for the W3 kernels that doubled or tripled the measured time, on both sides alike).
+    """
+    seconds = []
     for _ in range(calls):
         start = time.perf_counter()
-        results.append(run())
+        run()
         seconds.append(time.perf_counter() - start)
-    return seconds, results
+    return seconds
 
 
 def ratio_of_medians(ours: Sequence[float], reference: Sequence[float]) -> tuple[float, float,
@@ -139,6 +99,26 @@ def peak_rss_mb() -> float:
     except OSError:
         pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def resident_split_mb() -> tuple[float, float]:
+    """This process's resident memory now, in MB: ``(anonymous, file-backed)``.
+
+    File-backed pages are the mapped code and data of shared libraries (``libllvmlite.so``,
+    ``libtorch_cpu.so``, ...). How many of them are resident depends on the page cache, not on
+    the program: where a library file is wholly cached (just after it was installed), each page
+    fault maps up to 16 neighbouring pages of it too (the kernel's fault-around). Anonymous
+    memory (heap, arrays, thread stacks) does not depend on it. Zeros where Linux does not say.
+    """
+    fields = {"RssAnon:": 0.0, "RssFile:": 0.0}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.split(maxsplit=1)[0] in fields:
+                    fields[line.split()[0]] = int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return fields["RssAnon:"], fields["RssFile:"]
 
 
 def minor_page_faults() -> int:
