@@ -9,8 +9,8 @@ compiles the other variant (serial or parallel) of every
 :class:`~tinyattn.kernels.parallel.ParallelKernel` for the same argument types, since which one
 runs depends on the size of the input.
 
-The kernels of ``exp``, ``parallel`` and ``simd`` are helpers, compiled into the kernels that
-call them (:data:`HELPER_MODULES`).
+The kernels of ``exp``, ``parallel``, ``reductions`` and ``simd`` are helpers, compiled into the
+kernels that call them (:data:`HELPER_MODULES`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from typing import TextIO
 import numpy as np
 
 #: Modules of tinyattn.kernels whose jitted functions are only called by other kernels.
-HELPER_MODULES = ("exp", "parallel", "simd")
+HELPER_MODULES = ("exp", "parallel", "reductions", "simd")
 
 DTYPE_CHOICES = {"float32": ("float32",), "float64": ("float64",),
                  "all": ("float32", "float64")}

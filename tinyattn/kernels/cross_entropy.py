@@ -10,8 +10,9 @@ For a row ``x`` of ``C`` logits with target class ``t`` and label smoothing ``ε
 Rows whose target equals ``ignore_index`` get loss 0 and gradient 0. The softmax is never
 materialised in the forward pass: each row is visited once, by one thread (the max loop pulls
 the row into cache, the exp-sum loop reads it from there). Differences such as ``m − x_t`` are
-formed before anything is added to ``m``, and sums accumulate in float64, so logits of ±1e4 or
-near the float32 maximum give the same finite losses and gradients as PyTorch.
+formed before anything is added to ``m``, and sums accumulate in float64 (in vector lanes:
+:mod:`~tinyattn.kernels.reductions`), so logits of ±1e4 or near the float32 maximum give the
+same finite losses and gradients as PyTorch. The exponentials are :func:`.exp.fast_exp`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,31 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import prange
+from numba import njit, prange
 
 from . import FLOAT_DTYPES
+from .exp import fast_exp
+from .inline import always_inline
 from .parallel import parallel_kernel
+from .reductions import row_sum
+
+
+@njit(cache=True)
+def _shifted_exp(logits, i, c, shift):
+    """``e^(logits[i, c] − shift)``, with this function's own (exact) flags where it is inlined."""
+    always_inline()
+    return fast_exp(logits[i, c] - shift)
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _shifted_exp_sum(logits, i, shift):
+    """``Σ_c e^(logits[i, c] − shift)`` in float64, in vector lanes like the sums of
+    :mod:`~tinyattn.kernels.reductions` (the exponentials themselves are not reassociated)."""
+    always_inline()
+    total = np.float64(0.0)  # float64 also when run as Python (NUMBA_DISABLE_JIT=1)
+    for c in range(logits.shape[1]):
+        total += _shifted_exp(logits, i, c, shift)
+    return total
 
 
 @parallel_kernel
@@ -32,12 +54,8 @@ def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing,
         row_max = logits[i, 0]
         for c in range(1, n_classes):
             row_max = max(row_max, logits[i, c])
-        sum_exp = 0.0
-        sum_logits = 0.0
-        for c in range(n_classes):
-            sum_exp += math.exp(logits[i, c] - row_max)
-            sum_logits += logits[i, c]
-        log_sum_exp = math.log(sum_exp)
+        log_sum_exp = math.log(_shifted_exp_sum(logits, i, row_max))
+        sum_logits = row_sum(logits, i)
         lse[i] = row_max + log_sum_exp
         if target[i] == ignore_index:
             loss[i] = 0.0
@@ -66,11 +84,9 @@ def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, labe
         row_max = logits[i, 0]
         for c in range(1, n_classes):
             row_max = max(row_max, logits[i, c])
-        sum_exp = 0.0
         for c in range(n_classes):
-            dlogits[i, c] = math.exp(logits[i, c] - row_max)
-            sum_exp += dlogits[i, c]
-        scale = grad_rows[i] / sum_exp
+            dlogits[i, c] = fast_exp(logits[i, c] - row_max)
+        scale = grad_rows[i] / row_sum(dlogits, i)
         uniform = grad_rows[i] * label_smoothing / n_classes
         for c in range(n_classes):
             dlogits[i, c] = dlogits[i, c] * scale - uniform

@@ -10,10 +10,11 @@ and for an upstream gradient ``g`` of ``y``, with ``ĝ = g ⊙ w``::
     dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)),   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
 
 The kernels run in parallel over rows. The row statistics accumulate in float64 whatever the
-input dtype; everything else is computed in the input dtype. ``dw``/``db`` are sums over rows:
-the rows are split into a fixed number of chunks that depends only on ``N`` (never on the
-number of threads), each chunk sums its rows in order, and the partials are added in chunk
-order, so the result is bitwise the same run to run and for any thread count.
+input dtype, in vector lanes (:mod:`~tinyattn.kernels.reductions`); everything else is computed
+in the input dtype. ``dw``/``db`` are sums over rows: the rows are split into a fixed number of
+chunks that depends only on ``N`` (never on the number of threads), each chunk sums its rows in
+order, and the partials are added in chunk order, so the result is bitwise the same run to run
+and for any thread count.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ import numpy as np
 from numba import njit, prange
 
 from . import FLOAT_DTYPES
+from .inline import always_inline
 from .parallel import chunk_bounds, parallel_kernel, run_task
+from .reductions import row_squared_deviations, row_sum
 
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
 # order. It only needs to exceed the thread count of a laptop for good load balance.
@@ -33,21 +36,37 @@ _MAX_ROW_CHUNKS = 32
 def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
     n_rows, n_cols = x.shape
     for i in prange(n_rows):
-        row_sum = 0.0
-        for j in range(n_cols):
-            row_sum += x[i, j]
-        row_mean = row_sum / n_cols
-        sq_sum = 0.0
-        for j in range(n_cols):
-            centred = x[i, j] - row_mean
-            sq_sum += centred * centred
+        row_mean = row_sum(x, i) / n_cols
         mean[i] = row_mean
-        rstd[i] = 1.0 / np.sqrt(sq_sum / n_cols + eps)
+        rstd[i] = 1.0 / np.sqrt(row_squared_deviations(x, i, row_mean) / n_cols + eps)
         # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
         mu = mean[i]
         inv_std = rstd[i]
         for j in range(n_cols):
             y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
+
+
+@njit(cache=True)
+def _gradient_terms(grad, x, weight, i, j, mu, inv_std):
+    """``ĝ = g w`` and ``ĝ x̂`` at ``(i, j)``, in the input dtype (rounded as written)."""
+    always_inline()
+    g_hat = grad[i, j] * weight[j]
+    return g_hat, g_hat * ((x[i, j] - mu) * inv_std)
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def _gradient_sums(grad, x, weight, i, mu, inv_std):
+    """``Σ_j ĝ`` and ``Σ_j ĝ x̂`` of row ``i``, in float64; reassociated like the sums of
+    :mod:`~tinyattn.kernels.reductions` (the terms themselves are not: they come from
+    :func:`_gradient_terms`, which keeps its own flags when LLVM inlines it)."""
+    always_inline()
+    sum_g = np.float64(0.0)  # float64 also when run as Python (NUMBA_DISABLE_JIT=1)
+    sum_g_xhat = np.float64(0.0)
+    for j in range(x.shape[1]):
+        g_hat, g_hat_x_hat = _gradient_terms(grad, x, weight, i, j, mu, inv_std)
+        sum_g += g_hat
+        sum_g_xhat += g_hat_x_hat
+    return sum_g, sum_g_xhat
 
 
 @njit(cache=True)
@@ -60,15 +79,7 @@ def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_me
     for i in range(start, stop):
         mu = mean[i]
         inv_std = rstd[i]
-        sum_g = 0.0
-        sum_g_xhat = 0.0
-        for j in range(n_cols):
-            x_hat = (x[i, j] - mu) * inv_std
-            g_hat = grad[i, j] * weight[j]
-            sum_g += g_hat
-            sum_g_xhat += g_hat * x_hat
-            dweight_parts[chunk, j] += grad[i, j] * x_hat
-            dbias_parts[chunk, j] += grad[i, j]
+        sum_g, sum_g_xhat = _gradient_sums(grad, x, weight, i, mu, inv_std)
         # row_means has the input dtype: the per-element update below stays in it.
         row_means[i, 0] = sum_g / n_cols
         row_means[i, 1] = sum_g_xhat / n_cols
@@ -76,6 +87,8 @@ def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_me
         mean_g_xhat = row_means[i, 1]
         for j in range(n_cols):
             x_hat = (x[i, j] - mu) * inv_std
+            dweight_parts[chunk, j] += grad[i, j] * x_hat
+            dbias_parts[chunk, j] += grad[i, j]
             dx[i, j] = inv_std * (grad[i, j] * weight[j] - mean_g - x_hat * mean_g_xhat)
 
 

@@ -14,7 +14,8 @@ the whole row NaN, as in PyTorch.
 The kernels run in parallel over rows when the input has at least
 ``_PARALLEL_MIN_ELEMENTS`` elements and serially below that, where waking the thread pool would
 cost more than the work (each row is independent, so the result does not depend on the path or
-the thread count). Row sums accumulate in float64; everything else stays in the input dtype.
+the thread count). Row sums accumulate in float64, in vector lanes
+(:mod:`~tinyattn.kernels.reductions`); everything else stays in the input dtype.
 The exponentials are :func:`.exp.fast_exp` (a polynomial the compiler vectorises).
 """
 
@@ -28,6 +29,7 @@ from numba import njit, prange
 from . import FLOAT_DTYPES
 from .exp import fast_exp
 from .parallel import ParallelKernel, parallel_kernel
+from .reductions import row_dot, row_sum
 
 _PARALLEL_MIN_ELEMENTS = 32768  # below this a serial pass beats waking the thread pool
 
@@ -57,10 +59,7 @@ def _exp_shifted_row(x, y, i, m):
     """Write ``e^(x[i] − m)`` into ``y[i]`` and return its sum, accumulated in float64."""
     for j in range(x.shape[1]):
         y[i, j] = fast_exp(x[i, j] - m)
-    total = 0.0
-    for j in range(x.shape[1]):
-        total += y[i, j]
-    return total
+    return row_sum(y, i)
 
 
 # Each kernel is one body over independent rows, compiled serial and parallel.
@@ -79,12 +78,9 @@ def _softmax_forward_kernel(x, y):
 @parallel_kernel
 def _softmax_backward_kernel(y, grad, dx):
     for i in prange(y.shape[0]):
-        dot = 0.0
+        dot = y.dtype.type(row_dot(grad, y, i))
         for j in range(y.shape[1]):
-            dot += grad[i, j] * y[i, j]
-        row_dot = y.dtype.type(dot)
-        for j in range(y.shape[1]):
-            dx[i, j] = y[i, j] * (grad[i, j] - row_dot)
+            dx[i, j] = y[i, j] * (grad[i, j] - dot)
 
 
 @parallel_kernel
@@ -106,10 +102,7 @@ def _log_softmax_backward_kernel(y, grad, dx):
         if _fully_masked(y, i, _row_max(y, i)):
             dx[i, :] = 0.0
             continue
-        total = 0.0
-        for j in range(y.shape[1]):
-            total += grad[i, j]
-        grad_sum = y.dtype.type(total)
+        grad_sum = y.dtype.type(row_sum(grad, i))
         for j in range(y.shape[1]):
             dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
 

