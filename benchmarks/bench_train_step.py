@@ -13,8 +13,8 @@ tinyattn, ... over ``--rounds`` rounds. A process takes one step, then times ``-
 it reports their median, its peak RSS, its resident memory at the end split into anonymous
 memory and shared-library pages (whose count depends on the page cache: ``timing.py``), minor
 page faults per step and the time from process start to the end of its first step (warm numba
-cache). The ratio is the median over rounds of
-tinyattn's median ÷ torch's. ``--cold`` also times a tinyattn process with an empty numba cache.
+cache). The ratio is the median over rounds of tinyattn's median ÷ torch's. ``--cold`` also
+times a tinyattn process with an empty numba cache.
 
 The builders (:func:`tinyattn_model`, :func:`torch_model`, :func:`batch`, ...) are shared with
 ``bench_hvp.py``.
@@ -319,7 +319,7 @@ def main() -> None:
         f"| {np.median(ratios):.2f}× |",
         f"| fastest step over all rounds (ms; less sensitive to other work) "
         f"| {best[0]:.1f} | {best[1]:.1f} | {best[0] / best[1]:.2f}× |",
-        f"| peak RSS (MB) | {rss[0]:.0f} | {rss[1]:.0f} | {rss[0] / rss[1]:.2f}× |",
+        f"| peak RSS (MB) | {rss[0]:.1f} | {rss[1]:.1f} | {rss[0] / rss[1]:.3f}× |",
         f"| resident at the end: anonymous (MB) | {med('tinyattn', 'anonymous_mb'):.0f} "
         f"| {med('torch', 'anonymous_mb'):.0f} "
         f"| {med('tinyattn', 'anonymous_mb') / med('torch', 'anonymous_mb'):.2f}× |",

@@ -31,7 +31,9 @@ from .reductions import row_sum
 
 @njit(cache=True)
 def _shifted_exp(logits, i, c, shift):
-    """``e^(logits[i, c] − shift)``, with this function's own (exact) flags where it is inlined."""
+    """``e^(logits[i, c] − shift)``: a function of its own so that, inlined by LLVM into
+    :func:`_shifted_exp_sum`, it keeps its own flags (the sum's ``reassoc`` does not reach the
+    exponential's polynomial)."""
     always_inline()
     return fast_exp(logits[i, c] - shift)
 
