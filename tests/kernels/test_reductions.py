@@ -14,13 +14,13 @@ LENGTHS = [1, 2, 7, 16, 65, 128, 129, 1000]
 @njit
 def _row_sums(a, out):
     for i in range(a.shape[0]):
-        out[i] = row_sum(a, i)
+        out[i] = row_sum(a[i])
 
 
 @njit
 def _row_deviations(a, centres, out):
     for i in range(a.shape[0]):
-        out[i] = row_squared_deviations(a, i, centres[i])
+        out[i] = row_squared_deviations(a[i], centres[i])
 
 
 @njit

@@ -30,22 +30,22 @@ from .reductions import row_sum
 
 
 @njit(cache=True)
-def _shifted_exp(logits, i, c, shift):
-    """``e^(logits[i, c] − shift)``: a function of its own so that, inlined by LLVM into
+def _shifted_exp(row, c, shift):
+    """``e^(row[c] − shift)``: a function of its own so that, inlined by LLVM into
     :func:`_shifted_exp_sum`, it keeps its own flags (the sum's ``reassoc`` does not reach the
     exponential's polynomial)."""
     always_inline()
-    return fast_exp(logits[i, c] - shift)
+    return fast_exp(row[c] - shift)
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def _shifted_exp_sum(logits, i, shift):
-    """``Σ_c e^(logits[i, c] − shift)`` in float64, in vector lanes like the sums of
+def _shifted_exp_sum(row, shift):
+    """``Σ_c e^(row[c] − shift)`` in float64, in vector lanes like the sums of
     :mod:`~tinyattn.kernels.reductions` (the exponentials themselves are not reassociated)."""
     always_inline()
     total = np.float64(0.0)  # float64 also when run as Python (NUMBA_DISABLE_JIT=1)
-    for c in range(logits.shape[1]):
-        total += _shifted_exp(logits, i, c, shift)
+    for c in range(row.size):
+        total += _shifted_exp(row, c, shift)
     return total
 
 
@@ -56,8 +56,8 @@ def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing,
         row_max = logits[i, 0]
         for c in range(1, n_classes):
             row_max = max(row_max, logits[i, c])
-        log_sum_exp = math.log(_shifted_exp_sum(logits, i, row_max))
-        sum_logits = row_sum(logits, i)
+        log_sum_exp = math.log(_shifted_exp_sum(logits[i], row_max))
+        sum_logits = row_sum(logits[i])
         lse[i] = row_max + log_sum_exp
         if target[i] == ignore_index:
             loss[i] = 0.0
@@ -88,7 +88,7 @@ def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, labe
             row_max = max(row_max, logits[i, c])
         for c in range(n_classes):
             dlogits[i, c] = fast_exp(logits[i, c] - row_max)
-        scale = grad_rows[i] / row_sum(dlogits, i)
+        scale = grad_rows[i] / row_sum(dlogits[i])
         uniform = grad_rows[i] * label_smoothing / n_classes
         for c in range(n_classes):
             dlogits[i, c] = dlogits[i, c] * scale - uniform

@@ -36,9 +36,9 @@ _MAX_ROW_CHUNKS = 32
 def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
     n_rows, n_cols = x.shape
     for i in prange(n_rows):
-        row_mean = row_sum(x, i) / n_cols
+        row_mean = row_sum(x[i]) / n_cols
         mean[i] = row_mean
-        rstd[i] = 1.0 / np.sqrt(row_squared_deviations(x, i, row_mean) / n_cols + eps)
+        rstd[i] = 1.0 / np.sqrt(row_squared_deviations(x[i], row_mean) / n_cols + eps)
         # mean[i] and rstd[i] now hold the statistics rounded to the input dtype.
         mu = mean[i]
         inv_std = rstd[i]
@@ -47,23 +47,23 @@ def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
 
 
 @njit(cache=True)
-def _gradient_terms(grad, x, weight, i, j, mu, inv_std):
-    """``ĝ = g w`` and ``ĝ x̂`` at ``(i, j)``, in the input dtype (rounded as written)."""
+def _gradient_terms(grad_row, x_row, weight, j, mu, inv_std):
+    """``ĝ = g w`` and ``ĝ x̂`` at column ``j``, in the input dtype (rounded as written)."""
     always_inline()
-    g_hat = grad[i, j] * weight[j]
-    return g_hat, g_hat * ((x[i, j] - mu) * inv_std)
+    g_hat = grad_row[j] * weight[j]
+    return g_hat, g_hat * ((x_row[j] - mu) * inv_std)
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def _gradient_sums(grad, x, weight, i, mu, inv_std):
-    """``Σ_j ĝ`` and ``Σ_j ĝ x̂`` of row ``i``, in float64; reassociated like the sums of
+def _gradient_sums(grad_row, x_row, weight, mu, inv_std):
+    """``Σ_j ĝ`` and ``Σ_j ĝ x̂`` of a row, in float64; reassociated like the sums of
     :mod:`~tinyattn.kernels.reductions` (the terms themselves are not: they come from
     :func:`_gradient_terms`, which keeps its own flags when LLVM inlines it)."""
     always_inline()
     sum_g = np.float64(0.0)  # float64 also when run as Python (NUMBA_DISABLE_JIT=1)
     sum_g_xhat = np.float64(0.0)
-    for j in range(x.shape[1]):
-        g_hat, g_hat_x_hat = _gradient_terms(grad, x, weight, i, j, mu, inv_std)
+    for j in range(x_row.size):
+        g_hat, g_hat_x_hat = _gradient_terms(grad_row, x_row, weight, j, mu, inv_std)
         sum_g += g_hat
         sum_g_xhat += g_hat_x_hat
     return sum_g, sum_g_xhat
@@ -79,7 +79,7 @@ def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_me
     for i in range(start, stop):
         mu = mean[i]
         inv_std = rstd[i]
-        sum_g, sum_g_xhat = _gradient_sums(grad, x, weight, i, mu, inv_std)
+        sum_g, sum_g_xhat = _gradient_sums(grad[i], x[i], weight, mu, inv_std)
         # row_means has the input dtype: the per-element update below stays in it.
         row_means[i, 0] = sum_g / n_cols
         row_means[i, 1] = sum_g_xhat / n_cols

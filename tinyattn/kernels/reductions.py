@@ -5,7 +5,9 @@ A loop ``s += a[i, j]`` is a chain of dependent additions, each waiting for the 
 allowed to reorder the additions. These helpers carry the ``fastmath`` flag ``reassoc`` on
 their own code only: each calls :func:`~tinyattn.kernels.inline.always_inline`, so LLVM inlines
 it into the caller's loop and it keeps its own flags there while the caller keeps its own.
-LLVM then sums each row in vector lanes of partial sums and adds the lanes at the end.
+LLVM then sums each row in vector lanes of partial sums and adds the lanes at the end. A helper
+takes the row itself (``row_sum(x[i])``), a 1-D view, so it is compiled once whatever the type
+of the caller's index (a ``prange`` index is typed ``int64``, then ``uint64``).
 
 What ``reassoc`` changes, and what it does not:
 
@@ -17,8 +19,10 @@ What ``reassoc`` changes, and what it does not:
   may differ in the last bit of a float64 sum (about 1e-16 relative, far below float32's
   resolution: the float32 statistics of LayerNorm come out the same).
 
-LayerNorm's forward kernel at the W3 shape ``(1024, 128)`` float32, 2 threads, on an AVX-512
-EPYC (znver4): 117 µs with the plain loops, 25 µs with these sums.
+Measured at the W3 shapes, float32, 2 threads, on an AVX-512 EPYC (znver4), median of 200
+calls, plain loops → these sums: LayerNorm ``(1024, 128)`` forward 114 → 28 µs, backward
+113–133 → 54–56 µs; cross-entropy ``(1024, 65)`` forward 138–167 → 56 µs, backward 144–146 →
+58–72 µs.
 
 Examples
 --------
@@ -26,7 +30,7 @@ Examples
 >>> from numba import njit
 >>> @njit
 ... def mean_of_row(a, i):
-...     return row_sum(a, i) / a.shape[1]
+...     return row_sum(a[i]) / a.shape[1]
 >>> float(mean_of_row(np.array([[1.0, 2.0], [3.0, 5.0]]), 1))
 4.0
 """
@@ -40,31 +44,31 @@ from .inline import always_inline
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def row_sum(a, i):
-    """``Σ_j a[i, j]``, accumulated in float64."""
+def row_sum(row):
+    """``Σ_j row[j]``, accumulated in float64."""
     always_inline()
     total = np.float64(0.0)  # float64 also when run as Python (NUMBA_DISABLE_JIT=1)
-    for j in range(a.shape[1]):
-        total += a[i, j]
+    for j in range(row.size):
+        total += row[j]
     return total
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def row_squared_deviations(a, i, centre):
-    """``Σ_j (a[i, j] − centre)²``, in float64 (``centre`` a float64)."""
+def row_squared_deviations(row, centre):
+    """``Σ_j (row[j] − centre)²``, in float64 (``centre`` a float64)."""
     always_inline()
     total = np.float64(0.0)
-    for j in range(a.shape[1]):
-        deviation = a[i, j] - centre
+    for j in range(row.size):
+        deviation = row[j] - centre
         total += deviation * deviation
     return total
 
 
 @njit(cache=True, fastmath={"reassoc"})
-def row_dot(a, b, i):
-    """``Σ_j a[i, j] · b[i, j]``: each product in the input dtype, summed in float64."""
+def row_dot(a, b):
+    """``Σ_j a[j] · b[j]`` of two rows: each product in the input dtype, summed in float64."""
     always_inline()
     total = np.float64(0.0)
-    for j in range(a.shape[1]):
-        total += a[i, j] * b[i, j]
+    for j in range(a.size):
+        total += a[j] * b[j]
     return total

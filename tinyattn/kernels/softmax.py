@@ -59,7 +59,7 @@ def _exp_shifted_row(x, y, i, m):
     """Write ``e^(x[i] − m)`` into ``y[i]`` and return its sum, accumulated in float64."""
     for j in range(x.shape[1]):
         y[i, j] = fast_exp(x[i, j] - m)
-    return row_sum(y, i)
+    return row_sum(y[i])
 
 
 # Each kernel is one body over independent rows, compiled serial and parallel.
@@ -78,7 +78,7 @@ def _softmax_forward_kernel(x, y):
 @parallel_kernel
 def _softmax_backward_kernel(y, grad, dx):
     for i in prange(y.shape[0]):
-        dot = y.dtype.type(row_dot(grad, y, i))
+        dot = y.dtype.type(row_dot(grad[i], y[i]))
         for j in range(y.shape[1]):
             dx[i, j] = y[i, j] * (grad[i, j] - dot)
 
@@ -102,7 +102,7 @@ def _log_softmax_backward_kernel(y, grad, dx):
         if _fully_masked(y, i, _row_max(y, i)):
             dx[i, :] = 0.0
             continue
-        grad_sum = y.dtype.type(row_sum(grad, i))
+        grad_sum = y.dtype.type(row_sum(grad[i]))
         for j in range(y.shape[1]):
             dx[i, j] = grad[i, j] - fast_exp(y[i, j]) * grad_sum
 
