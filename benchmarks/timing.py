@@ -105,10 +105,12 @@ def resident_split_mb() -> tuple[float, float]:
     """This process's resident memory now, in MB: ``(anonymous, file-backed)``.
 
     File-backed pages are the mapped code and data of shared libraries (``libllvmlite.so``,
-    ``libtorch_cpu.so``, ...). How many of them are resident depends on the page cache, not on
-    the program: where a library file is wholly cached (just after it was installed), each page
-    fault maps up to 16 neighbouring pages of it too (the kernel's fault-around). Anonymous
-    memory (heap, arrays, thread stacks) does not depend on it. Zeros where Linux does not say.
+    ``libtorch_cpu.so``, ...). How many of them are resident depends on the state of the page
+    cache, not only on the program: while a library file that pip has just written is still
+    cached, a process maps much more of it than once the file has been read back from disk
+    (W3, Linux 6.18: tinyattn 128–138 MB instead of 88–90, torch 176 MB instead of 99; reading
+    the cached file again does not change it). Anonymous memory (heap, arrays, thread stacks)
+    does not depend on it. Zeros where Linux does not say.
     """
     fields = {"RssAnon:": 0.0, "RssFile:": 0.0}
     try:
