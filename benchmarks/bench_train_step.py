@@ -229,13 +229,14 @@ def child(side: str, steps: int, weights: str | None, threads: int) -> None:
     faults_before = minor_page_faults()
     losses: list[float] = []
     times = call_seconds(lambda: losses.append(step()), steps)
+    anonymous_mb, file_backed_mb = resident_split_mb()
     print(json.dumps({
         "first_step_end": first_step_end,
         "ms": float(np.median(times) * 1e3),
         "best_ms": float(np.min(times) * 1e3),
         "peak_rss_mb": peak_rss_mb(),
-        "anonymous_mb": resident_split_mb()[0],
-        "file_backed_mb": resident_split_mb()[1],
+        "anonymous_mb": anonymous_mb,
+        "file_backed_mb": file_backed_mb,
         "faults_per_step": (minor_page_faults() - faults_before) / steps,
         "finite": bool(np.all(np.isfinite(losses))),
     }))

@@ -85,19 +85,30 @@ def prepend_section(path: str | os.PathLike, title: str, section: str) -> None:
         file.write(f"{title}\n\n{section.rstrip()}\n\n{earlier}".rstrip() + "\n")
 
 
+def _status_mb(*fields: str) -> dict[str, float] | None:
+    """The named ``/proc/self/status`` fields (``"VmHWM"``, ...) in MB; None where Linux does
+    not provide the file."""
+    found: dict[str, float] = {}
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                name, _, value = line.partition(":")
+                if name in fields:
+                    found[name] = int(value.split()[0]) / 1024.0
+    except OSError:
+        return None
+    return found
+
+
 def peak_rss_mb() -> float:
     """Peak resident set size of this process so far, in MB.
 
     Read from ``VmHWM`` where Linux provides it: ``ru_maxrss`` survives ``fork`` + ``exec``, so in
     a child process it would report the parent's high-water mark.
     """
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
+    status = _status_mb("VmHWM")
+    if status and "VmHWM" in status:
+        return status["VmHWM"]
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
@@ -112,15 +123,8 @@ def resident_split_mb() -> tuple[float, float]:
     the cached file again does not change it). Anonymous memory (heap, arrays, thread stacks)
     does not depend on it. Zeros where Linux does not say.
     """
-    fields = {"RssAnon:": 0.0, "RssFile:": 0.0}
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.split(maxsplit=1)[0] in fields:
-                    fields[line.split()[0]] = int(line.split()[1]) / 1024.0
-    except OSError:
-        pass
-    return fields["RssAnon:"], fields["RssFile:"]
+    status = _status_mb("RssAnon", "RssFile") or {}
+    return status.get("RssAnon", 0.0), status.get("RssFile", 0.0)
 
 
 def minor_page_faults() -> int:

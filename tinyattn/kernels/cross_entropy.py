@@ -57,17 +57,16 @@ def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing,
         for c in range(1, n_classes):
             row_max = max(row_max, logits[i, c])
         log_sum_exp = math.log(_shifted_exp_sum(logits[i], row_max))
-        sum_logits = row_sum(logits[i])
         lse[i] = row_max + log_sum_exp
         if target[i] == ignore_index:
             loss[i] = 0.0
             continue
         # lse − x_t and lse − mean x, each computed relative to the row max.
         nll = log_sum_exp + (np.float64(row_max) - np.float64(logits[i, target[i]]))
-        smooth = log_sum_exp + (np.float64(row_max) - sum_logits / n_classes)
         if label_smoothing == 0.0:
             loss[i] = nll
-        else:
+        else:  # mean x is needed only here: no pass over the row without smoothing
+            smooth = log_sum_exp + (np.float64(row_max) - row_sum(logits[i]) / n_classes)
             loss[i] = (1.0 - label_smoothing) * nll + label_smoothing * smooth
 
 
