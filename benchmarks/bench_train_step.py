@@ -220,6 +220,9 @@ def child(side: str, steps: int, weights: str | None, threads: int) -> None:
 
     set_threads(side, threads)
     if side == "tinyattn":
+        import tinyattn as ta
+
+        ta.memory.keep_freed_memory()  # as the training entry points (tinyattn train/run) do
         step = tinyattn_step(tinyattn_model(), *batch())
     else:
         with np.load(weights) as saved:

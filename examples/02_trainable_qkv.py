@@ -32,7 +32,7 @@ print("\n--- 2. The same with Linear layers (ta.nn.SelfAttention) ---")
 layer = ta.nn.SelfAttention(d_in, d_out).double()
 print(layer)
 for linear, W in ((layer.q_proj, W_query), (layer.k_proj, W_key), (layer.v_proj, W_value)):
-    linear.weight.data = W.data.T.copy()  # Linear keeps (out_features, in_features)
+    linear.weight.data = W.numpy().T.copy()  # Linear keeps (out_features, in_features)
 context_layer = layer(x)
 compare("SelfAttention output == parameter-matrix output", context_layer, context)
 

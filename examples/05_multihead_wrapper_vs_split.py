@@ -28,9 +28,9 @@ split.out_proj.weight.data = np.eye(embed_dim)  # identity: compare the concaten
 wrapper = ta.nn.MultiHeadAttentionWrapper(embed_dim, d_head, num_heads, causal=True).double()
 for h, head in enumerate(wrapper.heads):
     rows = slice(h * d_head, (h + 1) * d_head)
-    head.q_proj.weight.data = split.q_proj.weight.data[rows].copy()
-    head.k_proj.weight.data = split.k_proj.weight.data[rows].copy()
-    head.v_proj.weight.data = split.v_proj.weight.data[rows].copy()
+    head.q_proj.weight.data = split.q_proj.weight.numpy()[rows].copy()
+    head.k_proj.weight.data = split.k_proj.weight.numpy()[rows].copy()
+    head.v_proj.weight.data = split.v_proj.weight.numpy()[rows].copy()
 
 out_split = split(x)  # (2, 6, 4)
 out_wrapper = wrapper(x)  # (2, 6, 4) = 2 heads x 2

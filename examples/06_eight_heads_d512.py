@@ -46,8 +46,8 @@ print("concatenated heads", concatenated.shape, "-> output", output.shape)
 mha = ta.nn.MultiHeadAttention(d_model, num_heads, bias=False).double()
 for name, per_head in (("q_proj", W_q), ("k_proj", W_k), ("v_proj", W_v)):
     # Linear keeps (out, in): head h's rows are h*64:(h+1)*64 of the stacked transposes
-    getattr(mha, name).weight.data = np.concatenate([W.data.T for W in per_head], axis=0)
-mha.out_proj.weight.data = W_o.data.T.copy()
+    getattr(mha, name).weight.data = np.concatenate([W.numpy().T for W in per_head], axis=0)
+mha.out_proj.weight.data = W_o.numpy().T.copy()
 layer_output = mha(x)
 compare("MultiHeadAttention(512, 8) == the eight heads written out", layer_output, output)
 

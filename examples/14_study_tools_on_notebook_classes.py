@@ -80,12 +80,12 @@ print("\n--- finite differences for every parameter of the notebook's class ---"
 
 def loss_at(param, value):
     """The loss with ``param``'s numbers replaced by ``value`` (its array is changed in place
-    and restored: ``.data`` is the numpy array)."""
-    saved = param.data.copy()
-    param.data[...] = value
+    and restored: ``.numpy()`` is the array itself)."""
+    saved = param.numpy().copy()
+    param.numpy()[...] = value
     with ta.no_grad():
         result = (mha(batch) * G).sum().item()
-    param.data[...] = saved
+    param.numpy()[...] = saved
     return result
 
 

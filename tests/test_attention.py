@@ -85,11 +85,11 @@ def test_fully_masked_rows_give_zero_output_and_finite_zero_gradients(impl, floa
     allowed[1] = False  # query 1 may attend nothing
     mask = np.where(allowed, 0.0, -np.inf) if float_mask else allowed
     out = sdpa(q, k, v, attn_mask=ta.tensor(mask), impl=impl)
-    assert np.all(out.data[..., 1, :] == 0.0)
+    assert np.all(out.numpy()[..., 1, :] == 0.0)
     out.backward(np.random.default_rng(0).standard_normal(out.shape))
     for t in (q, k, v):
-        assert np.all(np.isfinite(t.grad.data))
-    assert np.all(q.grad.data[..., 1, :] == 0.0)
+        assert np.all(np.isfinite(t.grad.numpy()))
+    assert np.all(q.grad.numpy()[..., 1, :] == 0.0)
     assert ta.gradcheck(lambda a, b, c: sdpa(a, b, c, attn_mask=ta.tensor(mask), impl=impl),
                        (q, k, v))
 
@@ -100,7 +100,7 @@ def run_with_grads(impl, q, k, v, cotangent, **kw):
         t.grad = None
     out = sdpa(q, k, v, impl=impl, **kw)
     out.backward(cotangent)
-    return [out.data] + [t.grad.data for t in (q, k, v)]
+    return [out.numpy()] + [t.grad.numpy() for t in (q, k, v)]
 
 
 @pytest.mark.parametrize("kind", MASKS)
@@ -133,9 +133,9 @@ def test_composed_and_fused_drop_the_same_weights_under_the_same_seed():
        S=st.integers(1, 5), E=st.integers(1, 4), seed=seeds)
 def test_any_leading_dims_match_numpy(lead, L, S, E, seed):
     q, k, v = qkv(L=L, S=S, E=E, Ev=2, lead=tuple(lead), seed=seed)
-    expected = numpy_weights(q.data, k.data) @ v.data
+    expected = numpy_weights(q.numpy(), k.numpy()) @ v.numpy()
     for impl in IMPLS:
-        np.testing.assert_allclose(sdpa(q, k, v, impl=impl).data, expected, atol=1e-12)
+        np.testing.assert_allclose(sdpa(q, k, v, impl=impl).numpy(), expected, atol=1e-12)
 
 
 def test_need_weights_returns_numpy_softmax_and_auto_uses_it():
@@ -144,20 +144,20 @@ def test_need_weights_returns_numpy_softmax_and_auto_uses_it():
     allowed = rng.random((1, 2, 4, 5)) > 0.3
     allowed[..., 0] = True
     out, weights = sdpa(q, k, v, attn_mask=ta.tensor(allowed), need_weights=True)
-    expected = numpy_weights(q.data, k.data, allowed=allowed)
-    np.testing.assert_allclose(weights.data, expected, atol=1e-12)
-    np.testing.assert_allclose(out.data, expected @ v.data, atol=1e-12)
+    expected = numpy_weights(q.numpy(), k.numpy(), allowed=allowed)
+    np.testing.assert_allclose(weights.numpy(), expected, atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), expected @ v.numpy(), atol=1e-12)
 
 
 def test_need_weights_are_the_weights_the_output_used_under_dropout():
     q, k, v = qkv(L=4, S=5, seed=7)
     ta.manual_seed(2)
     out, weights = sdpa(q, k, v, dropout_p=0.5, need_weights=True)
-    kept = weights.data != 0
+    kept = weights.numpy() != 0
     assert 0 < kept.mean() < 1
-    np.testing.assert_allclose(out.data, weights.data @ v.data, atol=1e-12)
-    undropped = numpy_weights(q.data, k.data)
-    np.testing.assert_allclose(weights.data[kept], 2.0 * undropped[kept], atol=1e-12)
+    np.testing.assert_allclose(out.numpy(), weights.numpy() @ v.numpy(), atol=1e-12)
+    undropped = numpy_weights(q.numpy(), k.numpy())
+    np.testing.assert_allclose(weights.numpy()[kept], 2.0 * undropped[kept], atol=1e-12)
 
 
 def test_auto_is_fused_unless_weights_are_needed():
@@ -175,7 +175,7 @@ def test_composed_intermediates_expose_their_gradients():
     g = np.random.default_rng(2).standard_normal(out.shape)
     out.backward(g)
     # out = W V  =>  dL/dW = G Vᵀ
-    np.testing.assert_allclose(weights.grad.data, g @ np.swapaxes(v.data, -1, -2), atol=1e-12)
+    np.testing.assert_allclose(weights.grad.numpy(), g @ np.swapaxes(v.numpy(), -1, -2), atol=1e-12)
 
 
 @pytest.mark.parametrize("impl", IMPLS)
@@ -185,26 +185,26 @@ def test_causal_mask_blocks_gradient_from_future_keys(impl):
     g = np.zeros(out.shape)
     g[..., 1, :] = 1.0  # only query 1's output
     out.backward(g)
-    assert np.all(k.grad.data[..., 2:, :] == 0) and np.all(v.grad.data[..., 2:, :] == 0)
-    assert np.any(k.grad.data[..., :2, :] != 0)
+    assert np.all(k.grad.numpy()[..., 2:, :] == 0) and np.all(v.grad.numpy()[..., 2:, :] == 0)
+    assert np.any(k.grad.numpy()[..., :2, :] != 0)
 
 
 def test_causal_is_top_left_aligned_when_L_differs_from_S():
     q, k, v = qkv(L=3, S=5, seed=12)
     allowed = np.tril(np.ones((3, 5), dtype=bool))
-    expected = numpy_weights(q.data, k.data, allowed=allowed) @ v.data
+    expected = numpy_weights(q.numpy(), k.numpy(), allowed=allowed) @ v.numpy()
     for impl in IMPLS:
-        np.testing.assert_allclose(sdpa(q, k, v, is_causal=True, impl=impl).data, expected,
+        np.testing.assert_allclose(sdpa(q, k, v, is_causal=True, impl=impl).numpy(), expected,
                                    atol=1e-12)
 
 
 def test_float32_inputs_stay_float32_and_match_float64():
     q, k, v = qkv(L=5, S=6, seed=13)
-    expected = sdpa(q, k, v).data
+    expected = sdpa(q, k, v).numpy()
     for impl in IMPLS:
         out = sdpa(q.float(), k.float(), v.float(), impl=impl, is_causal=False)
         assert out.dtype == np.float32
-        np.testing.assert_allclose(out.data, expected, atol=1e-5)
+        np.testing.assert_allclose(out.numpy(), expected, atol=1e-5)
 
 
 @pytest.mark.parametrize(
@@ -280,7 +280,7 @@ def test_wrapper_gradcheck_and_weights():
     assert module_gradcheck(wrapper, leaf((2, 3, 4), 2))
     out, weights = wrapper(leaf((2, 3, 4), 2), need_weights=True)
     assert out.shape == (2, 3, 4) and weights.shape == (2, 2, 3, 3)
-    np.testing.assert_allclose(weights.data.sum(-1), 1.0)
+    np.testing.assert_allclose(weights.numpy().sum(-1), 1.0)
 
 
 def test_multi_head_attention_gradcheck_with_cross_attention_and_masks():
@@ -313,12 +313,12 @@ def test_wrapper_heads_equal_multi_head_attention_column_slices():
     for h, head in enumerate(wrapper.heads):
         for role in ("q_proj", "k_proj", "v_proj"):
             source, target = getattr(mha, role), getattr(head, role)
-            target.weight.data = source.weight.data[h * d:(h + 1) * d].copy()
-            target.bias.data = source.bias.data[h * d:(h + 1) * d].copy()
+            target.weight.data = source.weight.numpy()[h * d:(h + 1) * d].copy()
+            target.bias.data = source.bias.numpy()[h * d:(h + 1) * d].copy()
     mha.out_proj.weight.data = np.eye(E)  # make out_proj the identity: mha returns the heads
     mha.out_proj.bias.data = np.zeros(E)
     x = leaf((2, 5, E), 8)
-    np.testing.assert_allclose(mha(x).data, wrapper(x).data, atol=1e-12)
+    np.testing.assert_allclose(mha(x).numpy(), wrapper(x).numpy(), atol=1e-12)
 
 
 def test_unbatched_inputs_match_the_batched_result():
@@ -330,10 +330,10 @@ def test_unbatched_inputs_match_the_batched_result():
     out0, weights0 = mha(x[0], key_padding_mask=kpm[0], need_weights=True,
                          average_attn_weights=False)
     assert out0.shape == (4, 6) and weights0.shape == (2, 4, 4)
-    np.testing.assert_allclose(out0.data, out.data[0], atol=1e-12)
-    np.testing.assert_allclose(weights0.data, weights.data[0], atol=1e-12)
+    np.testing.assert_allclose(out0.numpy(), out.numpy()[0], atol=1e-12)
+    np.testing.assert_allclose(weights0.numpy(), weights.numpy()[0], atol=1e-12)
     head = ta.nn.SelfAttention(6, 3).double()
-    np.testing.assert_allclose(head(x[1]).data, head(x).data[1], atol=1e-12)
+    np.testing.assert_allclose(head(x[1]).numpy(), head(x).numpy()[1], atol=1e-12)
 
 
 def test_masks_follow_torch_polarity_and_combine():
@@ -345,26 +345,26 @@ def test_masks_follow_torch_polarity_and_combine():
     _, weights = mha(x, key_padding_mask=kpm, attn_mask=causal, need_weights=True,
                      average_attn_weights=False)
     allowed = ~causal & ~kpm[0]
-    assert np.all(weights.data[..., ~allowed] == 0)
-    np.testing.assert_allclose(weights.data.sum(-1), 1.0)
+    assert np.all(weights.numpy()[..., ~allowed] == 0)
+    np.testing.assert_allclose(weights.numpy().sum(-1), 1.0)
     float_kpm = np.where(kpm, -np.inf, 0.0)
     _, float_weights = mha(x, key_padding_mask=float_kpm, attn_mask=causal, need_weights=True,
                            average_attn_weights=False)
-    np.testing.assert_allclose(float_weights.data, weights.data, atol=1e-12)
+    np.testing.assert_allclose(float_weights.numpy(), weights.numpy(), atol=1e-12)
     _, hinted = mha(x, key_padding_mask=kpm, is_causal=True, need_weights=True,
                     average_attn_weights=False)
-    np.testing.assert_allclose(hinted.data, weights.data, atol=1e-12)
+    np.testing.assert_allclose(hinted.numpy(), weights.numpy(), atol=1e-12)
 
 
 def test_attention_dropout_only_in_training_mode():
     ta.manual_seed(8)
     mha = ta.nn.MultiHeadAttention(4, 2, dropout=0.5).double()
     x = leaf((2, 5, 4), 11)
-    reference = mha(x).data  # training: weights dropped
+    reference = mha(x).numpy()  # training: weights dropped
     mha.eval()
-    evaluated = mha(x).data
+    evaluated = mha(x).numpy()
     mha.dropout = 0.0
-    np.testing.assert_allclose(evaluated, mha(x).data, atol=1e-14)
+    np.testing.assert_allclose(evaluated, mha(x).numpy(), atol=1e-14)
     assert not np.allclose(reference, evaluated)
 
 

@@ -36,10 +36,10 @@ def test_the_maps_equal_the_hook_points_values_and_gradients():
     for i, layer in enumerate(maps.layers):
         assert layer.P.shape == layer.dP.shape == layer.dS.shape == (B, H, T, T)
         prefix = f"blocks.{i}.attn"
-        np.testing.assert_array_equal(layer.P, cache[f"{prefix}.hook_pattern"].data)
-        np.testing.assert_allclose(layer.dP, cache.grad(f"{prefix}.hook_pattern").data,
+        np.testing.assert_array_equal(layer.P, cache[f"{prefix}.hook_pattern"].numpy())
+        np.testing.assert_allclose(layer.dP, cache.grad(f"{prefix}.hook_pattern").numpy(),
                                    rtol=1e-6, atol=1e-9)
-        np.testing.assert_allclose(layer.dS, cache.grad(f"{prefix}.hook_attn_scores").data,
+        np.testing.assert_allclose(layer.dS, cache.grad(f"{prefix}.hook_attn_scores").numpy(),
                                    rtol=1e-6, atol=1e-9)
     assert all(p.grad is None for p in model.parameters())
 
@@ -228,9 +228,9 @@ def test_the_scale_lab_measures_what_a_plain_backward_gives():
     for record in standard:
         layer = model.blocks[int(record.layer.split(".")[1])].attn
         rows = slice(record.head * D, (record.head + 1) * D)
-        assert record.grad_q == pytest.approx(np.linalg.norm(layer.q_proj.weight.grad.data[rows]),
+        assert record.grad_q == pytest.approx(np.linalg.norm(layer.q_proj.weight.grad.numpy()[rows]),
                                               rel=1e-4)
-        assert record.grad_k == pytest.approx(np.linalg.norm(layer.k_proj.weight.grad.data[rows]),
+        assert record.grad_k == pytest.approx(np.linalg.norm(layer.k_proj.weight.grad.numpy()[rows]),
                                               rel=1e-4)
     # the entropy of softmax(β s) falls as β grows: in layer 0 (same scores s for every β)
     entropy = {r.factor: r.entropy for r in lab.records

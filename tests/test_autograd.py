@@ -171,7 +171,7 @@ def test_unbroadcast_sums_added_and_stretched_axes():
 def test_an_intermediate_only_a_linear_op_used_is_freed_before_the_backward():
     x = ta.randn(64, 32, requires_grad=True)
     h = x * 3.0  # an intermediate: Mul does not save its output
-    value = weakref.ref(h.data)
+    value = weakref.ref(h.numpy())
     y = ta.nn.functional.dropout(h.reshape(32, 64) + 1.0, 0.5).sum()  # linear ops only
     del h
     gc.collect()
@@ -181,7 +181,7 @@ def test_an_intermediate_only_a_linear_op_used_is_freed_before_the_backward():
     assert released.shape == (32, 64) and released.dtype == np.float32
     assert released.grad_fn.name == "Dropout" and released.ndim == 2
     with pytest.raises(RuntimeError, match="input 0 of 'Sum' was not kept"):
-        _ = released.data
+        _ = released.numpy()
     y.backward()
     kept = (x.grad.numpy() != 0.0).reshape(32, 64)  # dropout's mask, recomputed from its seed
     np.testing.assert_allclose(x.grad.numpy().reshape(32, 64)[kept], 3.0 / (1 - 0.5))
@@ -191,12 +191,12 @@ def test_an_intermediate_only_a_linear_op_used_is_freed_before_the_backward():
 def test_an_op_whose_backward_reads_its_input_keeps_it():
     x = ta.randn(8, requires_grad=True)
     h = x * 3.0
-    value = weakref.ref(h.data)
+    value = weakref.ref(h.numpy())
     y = h.exp().sum()  # d exp(h) = exp(h): the differentiable rule reads h
     del h
     gc.collect()
     assert value() is not None
-    assert y.grad_fn.next_functions[0][0].inputs[0].data is value()
+    assert y.grad_fn.next_functions[0][0].inputs[0].numpy() is value()
     g, = ta.autograd.grad(y, x, create_graph=True)
     g.sum().backward()  # second order through the kept input: d²/dx² Σ e^(3x) = 9 e^(3x)
     np.testing.assert_allclose(x.grad.numpy(), 9 * np.exp(3 * x.numpy()), rtol=1e-5)

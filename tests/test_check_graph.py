@@ -241,12 +241,12 @@ def test_the_graph_is_left_usable_and_unchanged():
     _, loss = model(tokens(), targets=tokens(1))
     inspect.check_graph(loss)
     loss.backward()
-    checked = {name: p.grad.data.copy() for name, p in model.named_parameters()}
+    checked = {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
     model.zero_grad()
     _, again = model(tokens(), targets=tokens(1))
     again.backward()
     for name, p in model.named_parameters():
-        np.testing.assert_array_equal(checked[name], p.grad.data, err_msg=name)
+        np.testing.assert_array_equal(checked[name], p.grad.numpy(), err_msg=name)
 
 
 def test_bad_input_gets_a_clear_error():

@@ -39,7 +39,7 @@ def _train(model: ta.TransformerLM, optimizer: ta.optim.Optimizer, steps: range)
 
 
 def _snapshot(model: ta.nn.Module) -> dict[str, np.ndarray]:
-    return {name: p.data.copy() for name, p in model.named_parameters()}
+    return {name: p.numpy().copy() for name, p in model.named_parameters()}
 
 
 def _assert_same(before: dict[str, np.ndarray], model: ta.nn.Module) -> None:
@@ -79,7 +79,7 @@ def test_an_interrupted_save_keeps_the_previous_checkpoint_and_leaves_no_temp_fi
     assert sorted(os.listdir(tmp_path)) == ["model.npz"]
     restored = ta.nn.load(path)
     for name, param in good.named_parameters():
-        np.testing.assert_array_equal(restored[name], param.data)
+        np.testing.assert_array_equal(restored[name], param.numpy())
 
 
 def test_save_over_an_existing_checkpoint_replaces_it_whole(tmp_path):
@@ -89,7 +89,7 @@ def test_save_over_an_existing_checkpoint_replaces_it_whole(tmp_path):
     newer.save(path)
     restored = ta.nn.load(path)
     for name, param in newer.named_parameters():
-        np.testing.assert_array_equal(restored[name], param.data)
+        np.testing.assert_array_equal(restored[name], param.numpy())
     assert sorted(os.listdir(tmp_path)) == ["model.npz"]
 
 

@@ -22,8 +22,8 @@ def test_directional_error_exposes_a_wrong_gradient_in_any_input():
 def test_directional_error_restores_the_inputs_and_clears_their_gradients():
     a = ta.tensor(np.array([0.5, -1.0, 2.0]), requires_grad=True)
     b = ta.tensor(np.array([[1.5], [0.3]]), requires_grad=True)
-    before = (a.data, b.data)
+    before = (a.numpy(), b.numpy())
     directional_error(Case("outer", lambda s, t: t * s, [a, b]))
-    assert a.data is before[0] and b.data is before[1]
-    assert a.data.tolist() == [0.5, -1.0, 2.0] and b.data.tolist() == [[1.5], [0.3]]
+    assert a.numpy() is before[0] and b.numpy() is before[1]
+    assert a.numpy().tolist() == [0.5, -1.0, 2.0] and b.numpy().tolist() == [[1.5], [0.3]]
     assert a.grad is None and b.grad is None

@@ -23,7 +23,7 @@ def _seeded_run(threads: int) -> tuple[list[float], dict[str, np.ndarray]]:
         ta.manual_seed(0)
         model = ta.TransformerLM(CONFIG)
         optimizer = ta.optim.AdamW(model.parameters(), lr=3e-3)
-        tokens = ta.randn(8, 17).data  # drawn from the seeded generator too
+        tokens = ta.randn(8, 17).numpy()  # drawn from the seeded generator too
         data = (np.abs(tokens) * 1000).astype(np.int64) % CONFIG.vocab_size  # (8, T + 1)
         idx, targets = ta.tensor(data[:, :-1]), ta.tensor(data[:, 1:])  # (8, 16) each
         losses = []

@@ -165,10 +165,10 @@ def test_grouped_windowed_layer_matches_the_full_head_layer_with_repeated_weight
     D = 2
     for role in ("q_proj", "out_proj"):
         for name in ("weight", "bias"):
-            getattr(getattr(full, role), name).data = getattr(getattr(gqa, role), name).data
+            getattr(getattr(full, role), name).data = getattr(getattr(gqa, role), name).numpy()
     for role in ("k_proj", "v_proj"):
-        w = getattr(gqa, role).weight.data.reshape(2, D, 12)  # (Hkv, D, C)
-        b = getattr(gqa, role).bias.data.reshape(2, D)
+        w = getattr(gqa, role).weight.numpy().reshape(2, D, 12)  # (Hkv, D, C)
+        b = getattr(gqa, role).bias.numpy().reshape(2, D)
         getattr(full, role).weight.data = np.repeat(w, 3, axis=0).reshape(12, 12)
         getattr(full, role).bias.data = np.repeat(b, 3, axis=0).reshape(12)
     x = ta.tensor(np.random.default_rng(3).normal(size=(2, 7, 12)))

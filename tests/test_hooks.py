@@ -35,29 +35,29 @@ def test_every_hook_point_is_cached_by_name():
     assert cache["blocks.0.attn.hook_pattern"].shape == (B, H, T, T)
     assert cache["blocks.1.attn.hook_z"].shape == (B, H, T, D)
     assert logits.shape == (B, T, V)
-    np.testing.assert_allclose(logits.data, model(idx).data, atol=1e-5)  # composed vs fused
+    np.testing.assert_allclose(logits.numpy(), model(idx).numpy(), atol=1e-5)  # composed vs fused
 
 
 def test_cached_activations_match_a_hand_computation():
     model, idx, _ = model_and_batch()
     _, cache = model.run_with_cache(idx)
     attn = model.blocks[0].attn
-    q, k, v = (cache[f"blocks.0.attn.hook_{n}"].data.astype(np.float64) for n in "qkv")
+    q, k, v = (cache[f"blocks.0.attn.hook_{n}"].numpy().astype(np.float64) for n in "qkv")
     scores = q @ k.transpose(0, 1, 3, 2) / np.sqrt(D)
     scores[..., np.triu(np.ones((T, T), bool), 1)] = -np.inf
-    np.testing.assert_allclose(cache["blocks.0.attn.hook_attn_scores"].data, scores,
+    np.testing.assert_allclose(cache["blocks.0.attn.hook_attn_scores"].numpy(), scores,
                                rtol=1e-5, atol=1e-6)
     pattern = softmax(scores)
-    np.testing.assert_allclose(cache["blocks.0.attn.hook_pattern"].data, pattern, atol=1e-6)
+    np.testing.assert_allclose(cache["blocks.0.attn.hook_pattern"].numpy(), pattern, atol=1e-6)
     z = pattern @ v
-    np.testing.assert_allclose(cache["blocks.0.attn.hook_z"].data, z, atol=1e-5)
+    np.testing.assert_allclose(cache["blocks.0.attn.hook_z"].numpy(), z, atol=1e-5)
     merged = z.transpose(0, 2, 1, 3).reshape(B, T, C)
-    attn_out = merged @ attn.out_proj.weight.data.T + attn.out_proj.bias.data
-    np.testing.assert_allclose(cache["blocks.0.hook_attn_out"].data, attn_out, atol=1e-5)
-    np.testing.assert_allclose(cache["blocks.0.hook_resid_mid"].data,
-                               cache["blocks.0.hook_resid_pre"].data + attn_out, atol=1e-5)
-    tokens = model.token_embedding.weight.data[idx.data]
-    np.testing.assert_array_equal(cache["hook_embed"].data, tokens)
+    attn_out = merged @ attn.out_proj.weight.numpy().T + attn.out_proj.bias.numpy()
+    np.testing.assert_allclose(cache["blocks.0.hook_attn_out"].numpy(), attn_out, atol=1e-5)
+    np.testing.assert_allclose(cache["blocks.0.hook_resid_mid"].numpy(),
+                               cache["blocks.0.hook_resid_pre"].numpy() + attn_out, atol=1e-5)
+    tokens = model.token_embedding.weight.numpy()[idx.numpy()]
+    np.testing.assert_array_equal(cache["hook_embed"].numpy(), tokens)
 
 
 def test_gradients_at_the_hook_points_follow_the_chain_rule():
@@ -65,16 +65,16 @@ def test_gradients_at_the_hook_points_follow_the_chain_rule():
     (_, loss), cache = model.run_with_cache(idx, targets=targets)
     assert cache.has_grads and all(p.grad is None for p in model.parameters())
     attn = model.blocks[1].attn
-    g = {n: cache.grad(f"blocks.1.attn.hook_{n}").data.astype(np.float64)
+    g = {n: cache.grad(f"blocks.1.attn.hook_{n}").numpy().astype(np.float64)
          for n in ("z", "pattern", "attn_scores", "q", "k", "v")}
-    d_out = cache.grad("blocks.1.hook_attn_out").data.astype(np.float64)
-    d_merged = d_out @ attn.out_proj.weight.data  # (B, T, C): out = merged W_oᵀ + b
+    d_out = cache.grad("blocks.1.hook_attn_out").numpy().astype(np.float64)
+    d_merged = d_out @ attn.out_proj.weight.numpy()  # (B, T, C): out = merged W_oᵀ + b
     np.testing.assert_allclose(g["z"], d_merged.reshape(B, T, H, D).transpose(0, 2, 1, 3),
                                atol=1e-7)
-    v = cache["blocks.1.attn.hook_v"].data.astype(np.float64)
-    k = cache["blocks.1.attn.hook_k"].data.astype(np.float64)
-    q = cache["blocks.1.attn.hook_q"].data.astype(np.float64)
-    P = cache["blocks.1.attn.hook_pattern"].data.astype(np.float64)
+    v = cache["blocks.1.attn.hook_v"].numpy().astype(np.float64)
+    k = cache["blocks.1.attn.hook_k"].numpy().astype(np.float64)
+    q = cache["blocks.1.attn.hook_q"].numpy().astype(np.float64)
+    P = cache["blocks.1.attn.hook_pattern"].numpy().astype(np.float64)
     np.testing.assert_allclose(g["pattern"], g["z"] @ v.transpose(0, 1, 3, 2), atol=1e-7)
     dS = P * (g["pattern"] - (g["pattern"] * P).sum(-1, keepdims=True))
     np.testing.assert_allclose(g["attn_scores"], dS, atol=1e-7)
@@ -82,32 +82,32 @@ def test_gradients_at_the_hook_points_follow_the_chain_rule():
     np.testing.assert_allclose(g["k"], dS.transpose(0, 1, 3, 2) @ q / np.sqrt(D), atol=1e-7)
     np.testing.assert_allclose(g["v"], P.transpose(0, 1, 3, 2) @ g["z"], atol=1e-7)
     # the embeddings: the position rows get the batch sum; the token table, a scatter-add
-    d_embed = cache.grad("hook_embed").data
-    np.testing.assert_allclose(cache.grad("hook_pos_embed").data, d_embed.sum(0), atol=1e-7)
+    d_embed = cache.grad("hook_embed").numpy()
+    np.testing.assert_allclose(cache.grad("hook_pos_embed").numpy(), d_embed.sum(0), atol=1e-7)
     model.zero_grad()
     model(idx, targets=targets)[1].backward()
     scattered = np.zeros((V, C))
-    np.add.at(scattered, idx.data, d_embed)
-    np.testing.assert_allclose(model.token_embedding.weight.grad.data, scattered, atol=1e-6)
+    np.add.at(scattered, idx.numpy(), d_embed)
+    np.testing.assert_allclose(model.token_embedding.weight.grad.numpy(), scattered, atol=1e-6)
     assert loss.item() == pytest.approx(model(idx, targets=targets)[1].item(), rel=1e-6)
 
 
 def test_zeroing_a_head_equals_zeroing_its_columns_of_the_output_projection():
     model, idx, _ = model_and_batch()
-    plain = model(idx).data
+    plain = model(idx).numpy()
 
     def zero_head_1(z, hook):
         return z * ta.tensor([1.0, 0.0])[:, None, None]  # (H, 1, 1) over (B, H, T, D)
 
     patched = model.run_with_hooks(idx, fwd_hooks=[("blocks.0.attn.hook_z", zero_head_1)])
     weight = model.blocks[0].attn.out_proj.weight
-    saved = weight.data.copy()
-    weight.data[:, D:2 * D] = 0.0  # head 1's columns of W_o
-    by_weights = model(idx).data
+    saved = weight.numpy().copy()
+    weight.numpy()[:, D:2 * D] = 0.0  # head 1's columns of W_o
+    by_weights = model(idx).numpy()
     weight.data = saved
-    np.testing.assert_allclose(patched.data, by_weights, atol=1e-6)
-    assert np.abs(patched.data - plain).max() > 1e-3
-    np.testing.assert_array_equal(model(idx).data, plain)  # the hook is gone afterwards
+    np.testing.assert_allclose(patched.numpy(), by_weights, atol=1e-6)
+    assert np.abs(patched.numpy() - plain).max() > 1e-3
+    np.testing.assert_array_equal(model(idx).numpy(), plain)  # the hook is gone afterwards
 
 
 def test_only_a_hooked_attention_intermediate_forces_the_composed_path():
@@ -133,7 +133,7 @@ def test_the_cache_prints_as_a_table():
     lines = str(cache).splitlines()
     assert lines[0].split() == ["hook", "point", "shape", "|grad|"]
     assert lines[2].startswith("hook_embed") and "(2, 5, 16)" in lines[2]
-    norm = np.linalg.norm(cache.grad("hook_embed").data.astype(np.float64))
+    norm = np.linalg.norm(cache.grad("hook_embed").numpy().astype(np.float64))
     assert f"{norm:.2e}" in lines[2]
     assert cache._repr_html_().count("<tr") == 3
     assert repr(cache) == "<ActivationCache of 2 hook points, with gradients>"

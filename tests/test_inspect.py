@@ -28,7 +28,7 @@ def leaves():
 
 
 def fresh(leaves):
-    return [ta.tensor(t.data, requires_grad=True) for t in leaves]
+    return [ta.tensor(t.numpy(), requires_grad=True) for t in leaves]
 
 
 COTANGENT = ta.tensor(np.random.default_rng(7).standard_normal((4, 2)))
@@ -47,16 +47,16 @@ def test_trace_gradient_norms_equal_those_of_a_normal_backward(leaves):
     for expected, t in zip(intermediates, intermediates2):
         row = record.row_for(t.grad_fn)
         assert row is not None and row.out_shape == t.shape
-        np.testing.assert_allclose(row.grad_norm, np.linalg.norm(expected.grad.data), rtol=1e-12)
+        np.testing.assert_allclose(row.grad_norm, np.linalg.norm(expected.grad.numpy()), rtol=1e-12)
     for ref, t in zip(reference, traced):
-        np.testing.assert_array_equal(t.grad.data, ref.grad.data)  # leaves filled as usual
+        np.testing.assert_array_equal(t.grad.numpy(), ref.grad.numpy())  # leaves filled as usual
     # x feeds three matmuls: the input-gradient norms of q = x @ w_q are those of its inputs' grads
     row_q = record.row_for(intermediates2[0].grad_fn)
     x_alone = fresh(leaves)
-    (x_alone[0] @ x_alone[1]).backward(intermediates[0].grad.data)
+    (x_alone[0] @ x_alone[1]).backward(intermediates[0].grad.numpy())
     np.testing.assert_allclose(row_q.input_grad_norms,
-                               [np.linalg.norm(x_alone[0].grad.data),
-                                np.linalg.norm(reference[1].grad.data)], rtol=1e-12)
+                               [np.linalg.norm(x_alone[0].grad.numpy()),
+                                np.linalg.norm(reference[1].grad.numpy())], rtol=1e-12)
 
 
 def test_trace_lists_ops_output_side_first_and_marks_inputs_without_grad():
@@ -64,7 +64,7 @@ def test_trace_lists_ops_output_side_first_and_marks_inputs_without_grad():
     record = inspect.trace((x.exp() * ta.tensor([[1.0, 0.0], [0.0, 1.0]])).sum())
     assert [row.name for row in record] == ["Sum", "Mul", "Exp"]
     assert record[1].input_grad_norms[1] is None
-    expected = np.linalg.norm(np.exp(x.data) * np.eye(2))
+    expected = np.linalg.norm(np.exp(x.numpy()) * np.eye(2))
     np.testing.assert_allclose(record[2].input_grad_norms[0], expected, rtol=1e-6)
 
 

@@ -34,7 +34,7 @@ def _model(impl="composed", **fields):
     model = ta.TransformerLM(TransformerLMConfig(**{**BASE, "impl": impl, **fields})).double()
     rng = np.random.default_rng(1)
     for param in model.parameters():  # random norms and biases too, not just ones and zeros
-        param.data = param.data + 0.1 * rng.normal(size=param.shape)
+        param.data = param.numpy() + 0.1 * rng.normal(size=param.shape)
     return model.eval()
 
 

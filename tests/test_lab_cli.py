@@ -53,7 +53,7 @@ def test_attention_maps_are_the_weights_of_each_block():
         for layer, block in enumerate(model.blocks):
             _, weights = block.attn(block.ln_1(x), need_weights=True,
                                     average_attn_weights=False)
-            np.testing.assert_allclose(maps[layer], weights.data[0], atol=1e-6)
+            np.testing.assert_allclose(maps[layer], weights.numpy()[0], atol=1e-6)
             x = block(x)
 
 

@@ -202,9 +202,9 @@ def test_init_fans_and_gains_follow_pytorch_formulas():
 
 def test_init_fills_in_place_keeping_dtype_and_identity():
     p = nn.Parameter(np.zeros((3, 4), np.float32))
-    data = p.data
+    data = p.numpy()
     assert nn.init.normal_(p, mean=1.0, std=0.0) is p
-    assert p.data is data and p.dtype == np.float32 and (p.numpy() == 1.0).all()
+    assert p.numpy() is data and p.dtype == np.float32 and (p.numpy() == 1.0).all()
     assert nn.init.constant_(p, 0.25).numpy().tolist() == [[0.25] * 4] * 3
     assert not nn.init.zeros_(p).numpy().any() and (nn.init.ones_(p).numpy() == 1).all()
     values = nn.init.uniform_(p, -3.0, -2.0).numpy()

@@ -14,7 +14,7 @@ def saved_arrays(value):
     if isinstance(value, np.ndarray):
         return [value]
     if isinstance(value, ta.Tensor):
-        return [value.data]
+        return [value.numpy()]
     if isinstance(value, dict):
         value = list(value.values())
     if isinstance(value, (tuple, list)):
@@ -71,7 +71,7 @@ def test_the_fused_output_and_the_output_projections_input_are_one_array():
     fused = next(n for n in ta.autograd.engine._topological_order([loss.grad_fn])
                  if n.name == "FusedAttention")
     for tensor, saved in zip(fused.inputs, fused.saved[:3]):
-        assert tensor.data is saved and tensor.grad_fn.name == "Permute"
+        assert tensor.numpy() is saved and tensor.grad_fn.name == "Permute"
         assert saved.transpose(0, 2, 1, 3).flags.c_contiguous  # a (B, T, H, D) projection
 
 
@@ -80,10 +80,10 @@ def test_shared_memory_is_counted_once():
     w = ta.randn(5, 5, requires_grad=True)
     loss = ((x @ w) * (x @ w)).sum()  # two products save x and w each
     ledger = inspect.memory_ledger(loss)
-    assert ledger.total_bytes == 2 * (x.data.nbytes + w.data.nbytes) + 2 * 6 * 5 * 4
+    assert ledger.total_bytes == 2 * (x.numpy().nbytes + w.numpy().nbytes) + 2 * 6 * 5 * 4
     shared = [e for e in ledger.entries if e.shared_with]
     assert len(shared) == 2 and all(e.name == "MatMul" for e in shared)
-    distinct = x.data.nbytes + w.data.nbytes + 2 * 6 * 5 * 4  # x, w and the two products
+    distinct = x.numpy().nbytes + w.numpy().nbytes + 2 * 6 * 5 * 4  # x, w and the two products
     assert ledger.distinct_bytes == distinct
 
 

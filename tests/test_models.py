@@ -39,7 +39,7 @@ def test_loss_is_the_mean_cross_entropy_of_the_logits():
     rng = np.random.default_rng(1)
     idx, targets = rng.integers(0, 11, (2, 5)), rng.integers(0, 11, (2, 5))
     logits, loss = model(ta.tensor(idx), targets=ta.tensor(targets))
-    z = logits.data - logits.data.max(-1, keepdims=True)
+    z = logits.numpy() - logits.numpy().max(-1, keepdims=True)
     log_probs = z - np.log(np.exp(z).sum(-1, keepdims=True))
     expected = -np.take_along_axis(log_probs, targets[..., None], -1).mean()
     assert logits.shape == (2, 5, 11)
@@ -51,7 +51,7 @@ def test_logits_never_depend_on_future_tokens():
     idx = np.random.default_rng(2).integers(0, 11, (1, 6))
     changed = idx.copy()
     changed[0, 4:] = (changed[0, 4:] + 1) % 11
-    a, b = model(ta.tensor(idx)).data, model(ta.tensor(changed)).data
+    a, b = model(ta.tensor(idx)).numpy(), model(ta.tensor(changed)).numpy()
     np.testing.assert_array_equal(a[:, :4], b[:, :4])
     assert not np.allclose(a[:, 4:], b[:, 4:])
 
@@ -66,32 +66,32 @@ def test_generate_shape_and_determinism_under_manual_seed():
     ta.manual_seed(8)
     other = model.generate(start, max_new_tokens=10)
     assert first.shape == (2, 13) and first.dtype == np.int64 and not first.requires_grad
-    np.testing.assert_array_equal(first.data[:, :3], start.data)
-    np.testing.assert_array_equal(first.data, again.data)
-    assert not np.array_equal(first.data, other.data)
+    np.testing.assert_array_equal(first.numpy()[:, :3], start.numpy())
+    np.testing.assert_array_equal(first.numpy(), again.numpy())
+    assert not np.array_equal(first.numpy(), other.numpy())
     assert ta.is_grad_enabled()
-    assert np.all((0 <= first.data) & (first.data < 11))
+    assert np.all((0 <= first.numpy()) & (first.numpy() < 11))
 
 
 def test_top_k_1_is_greedy_and_top_k_2_stays_in_the_top_two():
     model = tiny_model(4).eval()
-    tokens = model.generate(ta.tensor([[0, 1]]), max_new_tokens=10, top_k=1).data
+    tokens = model.generate(ta.tensor([[0, 1]]), max_new_tokens=10, top_k=1).numpy()
     sampled = model.generate(ta.tensor([[0, 1]]), max_new_tokens=10, top_k=2,
-                             temperature=5.0).data
+                             temperature=5.0).numpy()
     for t in range(2, 12):  # past context_length 8: the model sees the last 8 tokens
         window = slice(max(0, t - 8), t)
-        greedy_logits = model(ta.tensor(tokens[:, window])).data[0, -1]
+        greedy_logits = model(ta.tensor(tokens[:, window])).numpy()[0, -1]
         assert tokens[0, t] == np.argmax(greedy_logits)
-        top_two = np.argsort(model(ta.tensor(sampled[:, window])).data[0, -1])[-2:]
+        top_two = np.argsort(model(ta.tensor(sampled[:, window])).numpy()[0, -1])[-2:]
         assert sampled[0, t] in top_two
 
 
 def test_dropout_is_off_in_eval_mode():
     model = tiny_model(5, dropout=0.3)
     idx = ta.tensor([[1, 2, 3, 4]])
-    assert not np.array_equal(model(idx).data, model(idx).data)
+    assert not np.array_equal(model(idx).numpy(), model(idx).numpy())
     model.eval()
-    np.testing.assert_array_equal(model(idx).data, model(idx).data)
+    np.testing.assert_array_equal(model(idx).numpy(), model(idx).numpy())
 
 
 def test_bad_inputs_raise_clear_errors():

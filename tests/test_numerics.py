@@ -58,10 +58,10 @@ def test_softmax_of_huge_logits_equals_torch_with_finite_gradients(op, rows, dty
     cotangent = np.random.default_rng(0).standard_normal(x.shape).astype(dtype)
     y = getattr(F, op)(x, dim=-1)
     ty = getattr(torch.nn.functional, op)(tx, dim=-1)
-    _assert_equal_to_torch(y.data, ty, rtol, finite=False)
+    _assert_equal_to_torch(y.numpy(), ty, rtol, finite=False)
     y.backward(ta.tensor(cotangent))
     ty.backward(torch.tensor(cotangent))
-    _assert_equal_to_torch(x.grad.data, tx.grad, rtol)
+    _assert_equal_to_torch(x.grad.numpy(), tx.grad, rtol)
 
 
 @pytest.mark.parametrize("dtype, torch_dtype, rtol", DTYPES)
@@ -74,11 +74,11 @@ def test_cross_entropy_of_huge_logits_is_finite_and_equals_torch(reduction, dtyp
     x, tx = _pair(LOGITS, dtype, torch_dtype)
     loss = F.cross_entropy(x, ta.tensor(target), reduction=reduction, label_smoothing=0.0)
     tloss = torch.nn.functional.cross_entropy(tx, torch.tensor(target), reduction=reduction)
-    _assert_equal_to_torch(loss.data, tloss, rtol)
+    _assert_equal_to_torch(loss.numpy(), tloss, rtol)
     cotangent = np.random.default_rng(1).standard_normal(loss.shape).astype(dtype)
     loss.backward(ta.tensor(cotangent))
     tloss.backward(torch.tensor(cotangent))
-    _assert_equal_to_torch(x.grad.data, tx.grad, rtol)
+    _assert_equal_to_torch(x.grad.numpy(), tx.grad, rtol)
 
 
 # ---- fully masked attention rows ----------------------------------------------------------------
@@ -100,25 +100,25 @@ def test_fully_masked_query_gets_zero_output_and_finite_gradients(impl):
     out = F.scaled_dot_product_attention(q, k, v, attn_mask=ta.tensor(allowed), impl=impl)
     cotangent = np.random.default_rng(2).standard_normal(out.shape)
     out.backward(ta.tensor(cotangent))
-    assert np.isfinite(out.data).all()
-    np.testing.assert_array_equal(out.data[0, :, 1], 0.0)
-    np.testing.assert_array_equal(out.data[1, :, 3], 0.0)
+    assert np.isfinite(out.numpy()).all()
+    np.testing.assert_array_equal(out.numpy()[0, :, 1], 0.0)
+    np.testing.assert_array_equal(out.numpy()[1, :, 3], 0.0)
     for grad in (q.grad, k.grad, v.grad):
-        assert np.isfinite(grad.data).all()
-    np.testing.assert_array_equal(q.grad.data[0, :, 1], 0.0)
-    np.testing.assert_array_equal(q.grad.data[1, :, 3], 0.0)
+        assert np.isfinite(grad.numpy()).all()
+    np.testing.assert_array_equal(q.grad.numpy()[0, :, 1], 0.0)
+    np.testing.assert_array_equal(q.grad.numpy()[1, :, 3], 0.0)
 
     # Every other row, and the gradients through it, as PyTorch computes them.
-    tq, tk, tv = (torch.tensor(t.data, requires_grad=True) for t in (q, k, v))
+    tq, tk, tv = (torch.tensor(t.numpy(), requires_grad=True) for t in (q, k, v))
     partly = allowed.any(axis=-1, keepdims=True)
     tout = torch.nn.functional.scaled_dot_product_attention(
         tq, tk, tv, attn_mask=torch.tensor(allowed | ~partly))  # give empty rows a dummy mask
     (tout * torch.tensor(cotangent * partly)).sum().backward()
     keep = np.broadcast_to(partly, out.shape[:-1] + (1,))
-    np.testing.assert_allclose(out.data * keep, tout.detach().numpy() * keep, rtol=1e-10)
-    np.testing.assert_allclose(v.grad.data, tv.grad.numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(k.grad.data, tk.grad.numpy(), rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(q.grad.data, tq.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(out.numpy() * keep, tout.detach().numpy() * keep, rtol=1e-10)
+    np.testing.assert_allclose(v.grad.numpy(), tv.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(k.grad.numpy(), tk.grad.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(q.grad.numpy(), tq.grad.numpy(), rtol=1e-9, atol=1e-12)
 
 
 def test_multihead_attention_with_a_fully_padded_batch_row_is_finite():
@@ -129,18 +129,18 @@ def test_multihead_attention_with_a_fully_padded_batch_row_is_finite():
     x = ta.randn(2, 3, 8, dtype=ta.float64, requires_grad=True)
     padding = np.array([[False, False, True], [True, True, True]])  # True = padded
     out = mha(x, key_padding_mask=ta.tensor(padding))
-    assert np.isfinite(out.data).all()
-    np.testing.assert_allclose(out.data[1], np.broadcast_to(mha.out_proj.bias.data, (3, 8)),
+    assert np.isfinite(out.numpy()).all()
+    np.testing.assert_allclose(out.numpy()[1], np.broadcast_to(mha.out_proj.bias.numpy(), (3, 8)),
                                rtol=1e-12)
     out.backward(ta.tensor(np.random.default_rng(3).standard_normal(out.shape)))
     for tensor in [x] + list(mha.parameters()):
-        assert np.isfinite(tensor.grad.data).all()
-    np.testing.assert_array_equal(x.grad.data[1], 0.0)
+        assert np.isfinite(tensor.grad.numpy()).all()
+    np.testing.assert_array_equal(x.grad.numpy()[1], 0.0)
 
     torch_mha = mha.to_torch()
-    tx = torch.tensor(x.data)
+    tx = torch.tensor(x.numpy())
     expected, _ = torch_mha(tx[:1], tx[:1], tx[:1], key_padding_mask=torch.tensor(padding[:1]))
-    np.testing.assert_allclose(out.data[:1], expected.detach().numpy(), rtol=1e-10)
+    np.testing.assert_allclose(out.numpy()[:1], expected.detach().numpy(), rtol=1e-10)
 
 
 # ---- LayerNorm on constant rows ---------------------------------------------------------------
@@ -159,22 +159,22 @@ def test_layer_norm_of_constant_rows_is_finite_and_equals_torch(dtype):
     b, tb = _pair(bias, dtype, torch.float64)
     y = F.layer_norm(x, (6,), w, b)
     ty = torch.nn.functional.layer_norm(tx, (6,), tw, tb)
-    _assert_equal_to_torch(y.data, ty, 1e-5 if dtype == np.float32 else 1e-12)
-    np.testing.assert_allclose(y.data[:3], np.broadcast_to(bias.astype(dtype), (3, 6)),
+    _assert_equal_to_torch(y.numpy(), ty, 1e-5 if dtype == np.float32 else 1e-12)
+    np.testing.assert_allclose(y.numpy()[:3], np.broadcast_to(bias.astype(dtype), (3, 6)),
                                rtol=1e-6)
     cotangent = rng.standard_normal(rows.shape).astype(dtype)
     y.backward(ta.tensor(cotangent))
     ty.backward(torch.tensor(cotangent))
     tolerance = 1e-4 if dtype == np.float32 else 1e-10
     for ours, theirs in ((x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
-        _assert_equal_to_torch(ours.data, theirs, tolerance)
+        _assert_equal_to_torch(ours.numpy(), theirs, tolerance)
 
 
 # ---- detect_anomaly ---------------------------------------------------------------------------
 
 def test_detect_anomaly_names_linear_when_its_weight_holds_a_nan():
     layer = ta.nn.Linear(3, 2)
-    layer.weight.data[0, 0] = np.nan
+    layer.weight.numpy()[0, 0] = np.nan
     x = ta.randn(4, 3, requires_grad=True)
     with pytest.raises(RuntimeError, match=r"detect_anomaly: the backward of 'Linear' produced "
                                            r"non-finite values"):

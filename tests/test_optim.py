@@ -60,7 +60,7 @@ def test_sgd_single_step_is_p_minus_lr_times_grad():
     p = ta.nn.Parameter(np.array([1.0, -2.0, 3.0]))
     p.grad = ta.tensor(np.array([0.5, 0.25, -1.0]))
     SGD([p], lr=0.1).step()
-    np.testing.assert_array_equal(p.data, [1.0 - 0.05, -2.0 - 0.025, 3.0 + 0.1])
+    np.testing.assert_array_equal(p.numpy(), [1.0 - 0.05, -2.0 - 0.025, 3.0 + 0.1])
 
 
 @pytest.mark.parametrize("options", [
@@ -72,25 +72,25 @@ def test_sgd_single_step_is_p_minus_lr_times_grad():
 ])
 def test_sgd_matches_reference_formula_over_several_steps(options):
     params = make_params(0)
-    start = [p.data.copy() for p in params]
+    start = [p.numpy().copy() for p in params]
     grads = gradient_sequence(params, 5, seed=1)
     run(SGD(params, lr=0.05, **options), params, grads)
     for k, param in enumerate(params):
         expected = reference_sgd(start[k], [step[k] for step in grads], 0.05, **options)
-        np.testing.assert_allclose(param.data, expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(param.numpy(), expected, rtol=1e-12, atol=1e-14)
 
 
 @pytest.mark.parametrize("cls, weight_decay", [(Adam, 0.0), (Adam, 0.1), (AdamW, 0.1)])
 def test_adam_matches_reference_formula_over_several_steps(cls, weight_decay):
     params = make_params(2)
-    start = [p.data.copy() for p in params]
+    start = [p.numpy().copy() for p in params]
     grads = gradient_sequence(params, 6, seed=3)
     run(cls(params, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=weight_decay),
         params, grads)
     for k, param in enumerate(params):
         expected = reference_adam(start[k], [step[k] for step in grads], 0.01, 0.8, 0.95, 1e-6,
                                   weight_decay, decoupled=cls is AdamW)
-        np.testing.assert_allclose(param.data, expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(param.numpy(), expected, rtol=1e-12, atol=1e-14)
 
 
 def test_adamw_default_weight_decay_is_decoupled_and_adam_default_is_zero():
@@ -99,7 +99,7 @@ def test_adamw_default_weight_decay_is_decoupled_and_adam_default_is_zero():
     p = ta.nn.Parameter(np.array([2.0]))
     p.grad = ta.tensor(np.array([0.0]))
     AdamW([p], lr=0.5).step()  # zero gradient: only the decay 1 - lr * wd acts
-    np.testing.assert_allclose(p.data, [2.0 * (1 - 0.5 * 0.01)], rtol=1e-15)
+    np.testing.assert_allclose(p.numpy(), [2.0 * (1 - 0.5 * 0.01)], rtol=1e-15)
 
 
 def test_adam_state_holds_integer_step_and_moments_like_torch():
@@ -118,64 +118,64 @@ def test_adam_state_holds_integer_step_and_moments_like_torch():
 
 def test_float32_parameters_stay_float32_and_match_reference_loosely():
     params = make_params(6, dtype=np.float32)
-    start = [p.data.astype(np.float64) for p in params]
+    start = [p.numpy().astype(np.float64) for p in params]
     grads = gradient_sequence(params, 3, seed=7)
     run(AdamW(params, lr=0.01), params, grads)
     for k, param in enumerate(params):
         assert param.dtype == np.float32
         expected = reference_adam(start[k], [step[k].astype(np.float64) for step in grads],
                                   0.01, 0.9, 0.999, 1e-8, 0.01, decoupled=True)
-        np.testing.assert_allclose(param.data, expected, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(param.numpy(), expected, rtol=1e-5, atol=1e-6)
 
 
 def test_updates_are_in_place_and_gradients_untouched():
     params = make_params(8)
-    arrays = [p.data for p in params]
+    arrays = [p.numpy() for p in params]
     for cls, options in ((SGD, dict(lr=0.1, momentum=0.9, weight_decay=0.1)), (Adam, {})):
         grads = gradient_sequence(params, 1, seed=9)[0]
         for param, grad in zip(params, grads):
             param.grad = ta.tensor(grad.copy())
         cls(params, **options).step()
         for param, array, grad in zip(params, arrays, grads):
-            assert param.data is array
-            np.testing.assert_array_equal(param.grad.data, grad)
+            assert param.numpy() is array
+            np.testing.assert_array_equal(param.grad.numpy(), grad)
 
 
 def test_adam_updates_a_strided_parameter_in_place_like_a_contiguous_one():
     base = np.random.default_rng(10).standard_normal((4, 3))
     strided = ta.nn.Parameter(base.T)  # (3, 4) view, not C-contiguous
     contiguous = ta.nn.Parameter(np.ascontiguousarray(base.T))
-    view = strided.data
+    view = strided.numpy()
     grads = gradient_sequence([contiguous], 3, seed=11)
     run(Adam([strided], lr=0.1), [strided], grads)
     run(Adam([contiguous], lr=0.1), [contiguous], grads)
-    assert strided.data is view
-    np.testing.assert_array_equal(strided.data, contiguous.data)
+    assert strided.numpy() is view
+    np.testing.assert_array_equal(strided.numpy(), contiguous.numpy())
 
 
 def test_parameters_without_grad_are_skipped():
     with_grad, without_grad = make_params(12, shapes=((3,), (2,)))
-    before = without_grad.data.copy()
+    before = without_grad.numpy().copy()
     with_grad.grad = ta.tensor(np.ones(3))
     for opt in (SGD([with_grad, without_grad], lr=0.1, momentum=0.9), Adam([with_grad,
                                                                             without_grad])):
         opt.step()
-        np.testing.assert_array_equal(without_grad.data, before)
+        np.testing.assert_array_equal(without_grad.numpy(), before)
         assert without_grad not in opt.state
 
 
 def test_param_groups_use_their_own_options():
     a, b = make_params(13, shapes=((3,), (3,)))
-    start_a, start_b = a.data.copy(), b.data.copy()
+    start_a, start_b = a.numpy().copy(), b.numpy().copy()
     opt = SGD([{"params": [a]}, {"params": b, "lr": 0.5, "momentum": 0.9}], lr=0.1)
     assert opt.param_groups[0]["lr"] == 0.1 and opt.param_groups[0]["momentum"] == 0
     assert opt.param_groups[1]["params"] == [b] and opt.param_groups[1]["momentum"] == 0.9
     grads = gradient_sequence([a, b], 3, seed=14)
     run(opt, [a, b], grads)
-    np.testing.assert_allclose(a.data, reference_sgd(start_a, [g[0] for g in grads], 0.1),
+    np.testing.assert_allclose(a.numpy(), reference_sgd(start_a, [g[0] for g in grads], 0.1),
                                rtol=1e-13)
     np.testing.assert_allclose(
-        b.data, reference_sgd(start_b, [g[1] for g in grads], 0.5, momentum=0.9), rtol=1e-13)
+        b.numpy(), reference_sgd(start_b, [g[1] for g in grads], 0.5, momentum=0.9), rtol=1e-13)
 
 
 def test_add_param_group_fills_defaults_and_later_params_count_their_own_steps():
@@ -194,10 +194,10 @@ def test_zero_grad_sets_none_or_zeroes_in_place():
     a, b = make_params(16, shapes=((2,), (3,)))
     a.grad, b.grad = ta.tensor(np.ones(2)), ta.tensor(np.ones(3))
     opt = SGD([a, b], lr=0.1)
-    grad_array = a.grad.data
+    grad_array = a.grad.numpy()
     opt.zero_grad(set_to_none=False)
-    assert a.grad.data is grad_array
-    np.testing.assert_array_equal(a.grad.data, [0.0, 0.0])
+    assert a.grad.numpy() is grad_array
+    np.testing.assert_array_equal(a.grad.numpy(), [0.0, 0.0])
     opt.zero_grad()
     assert a.grad is None and b.grad is None
 
@@ -214,7 +214,7 @@ def test_step_returns_the_closure_loss():
 
     loss = opt.step(closure)
     assert loss.item() == 9.0
-    np.testing.assert_array_equal(p.data, [3.0 - 0.25 * 6.0])
+    np.testing.assert_array_equal(p.numpy(), [3.0 - 0.25 * 6.0])
 
 
 def test_repeated_runs_are_bitwise_identical_including_parallel_kernel_sizes():
@@ -222,7 +222,7 @@ def test_repeated_runs_are_bitwise_identical_including_parallel_kernel_sizes():
     for _ in range(2):
         params = make_params(17, shapes=((100, 90), (7,)))
         run(AdamW(params, lr=0.01), params, gradient_sequence(params, 3, seed=18))
-        results.append([p.data.copy() for p in params])
+        results.append([p.numpy().copy() for p in params])
     for first, second in zip(*results):
         np.testing.assert_array_equal(first, second)
 
@@ -240,7 +240,7 @@ def test_state_dict_round_trip_resumes_bitwise(cls, options):
     opt = cls(groups, **options)
     run(opt, params, grads[:3])
     saved = opt.state_dict()
-    saved_params = [p.data.copy() for p in params]
+    saved_params = [p.numpy().copy() for p in params]
     run(opt, params, grads[3:])
 
     resumed = [ta.nn.Parameter(array.copy()) for array in saved_params]
@@ -251,7 +251,7 @@ def test_state_dict_round_trip_resumes_bitwise(cls, options):
     assert other.param_groups[1]["lr"] == 0.003
     run(other, resumed, grads[3:])
     for original, copy in zip(params, resumed):
-        np.testing.assert_array_equal(original.data, copy.data)
+        np.testing.assert_array_equal(original.numpy(), copy.numpy())
     for (index, key), array in saved_arrays.items():  # loading copied the arrays
         np.testing.assert_array_equal(saved["state"][index][key], array)
 
@@ -374,11 +374,11 @@ def test_non_float_non_tensor_and_non_leaf_parameters_are_rejected():
 
 def test_gradient_of_wrong_shape_raises_before_any_update():
     a, b = make_params(27, shapes=((2,), (3,)))
-    before = a.data.copy()
+    before = a.numpy().copy()
     a.grad, b.grad = ta.tensor(np.ones(2)), ta.tensor(np.ones(4))
     with pytest.raises(ValueError, match=r"gradient of shape \(4,\).*parameter of shape \(3,\)"):
         SGD([a, b], lr=0.1).step()
-    np.testing.assert_array_equal(a.data, before)
+    np.testing.assert_array_equal(a.numpy(), before)
 
 
 # ---- learning-rate schedules ----------------------------------------------------------------
@@ -487,14 +487,14 @@ def test_clip_grad_norm_matches_numpy(norm_type, max_norm):
     np.testing.assert_allclose(total.item(), expected_norm, rtol=1e-13)
     scale = min(max_norm / (expected_norm + 1e-6), 1.0)
     for param, grad in zip(params, grads):
-        np.testing.assert_allclose(param.grad.data, grad * scale, rtol=1e-13)
+        np.testing.assert_allclose(param.grad.numpy(), grad * scale, rtol=1e-13)
 
 
 def test_clip_grad_norm_skips_missing_grads_and_handles_none_at_all():
     a, b = make_params(42, shapes=((2,), (3,)))
     a.grad = ta.tensor(np.array([6.0, 8.0]))
     assert ta.nn.utils.clip_grad_norm_([a, b], 5.0).item() == 10.0
-    np.testing.assert_allclose(a.grad.data, [3.0, 4.0], rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), [3.0, 4.0], rtol=1e-6)
     assert b.grad is None
     empty = ta.nn.utils.clip_grad_norm_([b], 1.0)
     assert empty.item() == 0.0 and empty.dtype == np.float32
@@ -505,7 +505,7 @@ def test_clip_grad_norm_keeps_float32_and_accepts_a_single_tensor():
     p.grad = ta.tensor(np.array([3.0, 4.0], dtype=np.float32))
     total = ta.nn.utils.clip_grad_norm_(p, 1.0)
     assert total.dtype == np.float32 and p.grad.dtype == np.float32
-    np.testing.assert_allclose(p.grad.data, [0.6, 0.8], rtol=1e-5)
+    np.testing.assert_allclose(p.grad.numpy(), [0.6, 0.8], rtol=1e-5)
 
 
 def test_clip_grad_norm_nonfinite_and_bad_arguments():
@@ -513,7 +513,7 @@ def test_clip_grad_norm_nonfinite_and_bad_arguments():
     p.grad = ta.tensor(np.array([np.inf, 1.0]))
     with pytest.raises(RuntimeError, match="error_if_nonfinite"):
         ta.nn.utils.clip_grad_norm_([p], 1.0, error_if_nonfinite=True)
-    np.testing.assert_array_equal(p.grad.data, [np.inf, 1.0])
+    np.testing.assert_array_equal(p.grad.numpy(), [np.inf, 1.0])
     with pytest.raises(ValueError, match="max_norm must be >= 0, got -1.0"):
         ta.nn.utils.clip_grad_norm_([p], -1.0)
     with pytest.raises(ValueError, match="norm_type must be a number > 0 or inf, got 0.0"):
@@ -541,7 +541,7 @@ def reference_amsgrad(p, grads, lr, beta1, beta2, eps, weight_decay, decoupled):
 @pytest.mark.parametrize("cls, weight_decay", [(Adam, 0.0), (Adam, 0.1), (AdamW, 0.1)])
 def test_amsgrad_matches_reference_formula(cls, weight_decay):
     params = make_params(50)
-    start = [p.data.copy() for p in params]
+    start = [p.numpy().copy() for p in params]
     grads = gradient_sequence(params, 6, seed=51)
     for step in grads[3:]:  # small late gradients: v falls below its running maximum
         for g in step:
@@ -552,7 +552,7 @@ def test_amsgrad_matches_reference_formula(cls, weight_decay):
     for k, param in enumerate(params):
         expected = reference_amsgrad(start[k], [step[k] for step in grads], 0.01, 0.8, 0.95,
                                      1e-6, weight_decay, decoupled=cls is AdamW)
-        np.testing.assert_allclose(param.data, expected, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(param.numpy(), expected, rtol=1e-12, atol=1e-14)
         without = reference_adam(start[k], [step[k] for step in grads], 0.01, 0.8, 0.95, 1e-6,
                                  weight_decay, decoupled=cls is AdamW)
         assert not np.allclose(expected, without, rtol=1e-6)  # the maximum mattered
@@ -567,7 +567,7 @@ def test_maximize_is_descent_on_the_negated_gradient(cls, options):
     run(cls(up, maximize=True, **options), up, grads)
     run(cls(down, **options), down, [[-g for g in step] for step in grads])
     for a, b in zip(up, down):
-        np.testing.assert_array_equal(a.data, b.data)
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 def test_step_runs_outside_the_graph_and_the_closure_inside_it():
@@ -692,9 +692,9 @@ def test_bad_scheduler_arguments_are_rejected(make, error, message):
 def test_clip_grad_value_clamps_in_place_and_checks_its_arguments():
     a, b = make_params(65, shapes=((4,), (2,)))
     a.grad = ta.tensor(np.array([-3.0, -0.5, 0.25, 9.0]))
-    array = a.grad.data
+    array = a.grad.numpy()
     ta.nn.utils.clip_grad_value_([a, b], 1.0)
-    assert a.grad.data is array
+    assert a.grad.numpy() is array
     np.testing.assert_array_equal(array, [-1.0, -0.5, 0.25, 1.0])
     with pytest.raises(ValueError, match="clip_grad_value_: clip_value must be >= 0, got -1.0"):
         ta.nn.utils.clip_grad_value_([a], -1.0)

@@ -16,7 +16,7 @@ torch = pytest.importorskip("torch")
 
 def assert_close(ours, theirs):
     theirs = theirs.detach().numpy() if isinstance(theirs, torch.Tensor) else theirs
-    ours = ours.data if isinstance(ours, ta.Tensor) else ours
+    ours = ours.numpy() if isinstance(ours, ta.Tensor) else ours
     assert ours.shape == theirs.shape
     # the floor matters only for exact-zero gradients (the key bias: softmax ignores a shift)
     scale = max(float(np.abs(theirs).max()), 1.0e-4)

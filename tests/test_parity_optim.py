@@ -37,7 +37,7 @@ def run_both(ours_opt, ours, theirs_opt, theirs, seed, steps=STEPS):
 
 def assert_params_equal(ours, theirs, rtol=1e-10):
     for p, q in zip(ours, theirs):
-        np.testing.assert_allclose(p.data, q.detach().numpy(), rtol=rtol, atol=1e-13)
+        np.testing.assert_allclose(p.numpy(), q.detach().numpy(), rtol=rtol, atol=1e-13)
 
 
 @pytest.mark.parametrize("options", [
@@ -101,7 +101,7 @@ def test_clip_grad_norm_matches_torch(norm_type, max_norm):
     np.testing.assert_allclose(total.item(), expected.item(), rtol=1e-12)
     assert total.dtype == np.float64
     for p, q in zip(ours, theirs):
-        np.testing.assert_allclose(p.grad.data, q.grad.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=1e-12)
 
 
 def test_lambda_lr_matches_torch():
@@ -166,7 +166,7 @@ def test_optimizer_state_dict_resume_follows_torchs_trajectory():
     theirs_opt = torch.optim.AdamW(theirs, lr=0.03, amsgrad=True)
     run_both(ours_opt, ours, theirs_opt, theirs, seed=16, steps=3)
     saved = ours_opt.state_dict()
-    resumed = [ta.nn.Parameter(p.data.copy()) for p in ours]
+    resumed = [ta.nn.Parameter(p.numpy().copy()) for p in ours]
     resumed_opt = ta.optim.AdamW(resumed, lr=0.5, amsgrad=True)
     resumed_opt.load_state_dict(saved)
     assert resumed_opt.param_groups[0]["lr"] == 0.03
@@ -221,4 +221,4 @@ def test_clip_grad_value_matches_torch(clip_value):
         if q.grad is None:
             assert p.grad is None
         else:
-            np.testing.assert_array_equal(p.grad.data, q.grad.numpy())
+            np.testing.assert_array_equal(p.grad.numpy(), q.grad.numpy())

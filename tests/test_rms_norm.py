@@ -59,7 +59,7 @@ def test_rms_norm_layer_matches_torch_values_and_gradients():
         ours.weight.data = rng.normal(size=6)
         theirs = torch.nn.RMSNorm(6, eps=eps, dtype=torch.float64)
         with torch.no_grad():
-            theirs.weight.copy_(torch.from_numpy(ours.weight.data))
+            theirs.weight.copy_(torch.from_numpy(ours.weight.numpy()))
         xa, xt = ta.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
         out_a, out_t = ours(xa), theirs(xt)
         np.testing.assert_allclose(out_a.numpy(), out_t.detach().numpy(), rtol=1e-12)

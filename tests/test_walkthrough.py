@@ -45,7 +45,7 @@ def test_forward_intermediates_match_numpy_written_out(inputs):
     P = np.exp(S) / np.exp(S).sum(axis=1, keepdims=True)  # small scores: no shift needed
     expected = {"Q": Q, "K": K, "V": V, "S": S, "P": P, "O": P @ V}
     for name, value in expected.items():
-        np.testing.assert_allclose(getattr(forward_pass, name).data, value, rtol=0, atol=1e-14,
+        np.testing.assert_allclose(getattr(forward_pass, name).numpy(), value, rtol=0, atol=1e-14,
                                    err_msg=name)
     assert forward_pass.loss.item() == pytest.approx(float(np.sum(P @ V * G)), abs=1e-13)
 

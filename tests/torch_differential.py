@@ -426,7 +426,7 @@ class Outcome:
 def _fully_masked_rows_only(x: Any, ours: np.ndarray, theirs: np.ndarray) -> bool:
     """Whether ours and torch's (log-)softmax differ only where the input is all −inf, along
     some dim (tinyattn's documented fully-masked row: 0 or −inf there, where torch has NaN)."""
-    data = np.asarray(x.data)
+    data = np.asarray(x.numpy())
     differ = ~(np.isclose(ours, theirs, equal_nan=True))
     if data.ndim == 0:  # a 0-d softmax is a row of one
         return bool(data == -np.inf)
@@ -442,7 +442,7 @@ def _fully_masked_rows_only(x: Any, ours: np.ndarray, theirs: np.ndarray) -> boo
 def _gelu_at_infinity_only(x: Any, ours: np.ndarray, theirs: np.ndarray) -> bool:
     """Whether ours and torch's exact GELU differ only at ``x = +inf`` (tinyattn's documented
     ``gelu(+inf) = +inf``, where torch's exact GELU gives NaN)."""
-    data = np.asarray(x.data)
+    data = np.asarray(x.numpy())
     differ = ~(np.isclose(ours, theirs, equal_nan=True))
     return data.shape == ours.shape and bool(np.all(~differ | (data == np.inf)))
 
@@ -450,7 +450,7 @@ def _gelu_at_infinity_only(x: Any, ours: np.ndarray, theirs: np.ndarray) -> bool
 def _to_numpy(x: Any) -> np.ndarray:
     if hasattr(x, "detach"):
         return x.detach().numpy()
-    return np.asarray(x.data if hasattr(x, "data") else x)
+    return np.asarray(x.numpy() if hasattr(x, "data") else x)
 
 
 def _same_values(a: np.ndarray, b: np.ndarray, dtype: str, low_precision: bool = False) -> bool:

@@ -19,14 +19,13 @@ from . import (
     dtypes,
     functional,
     inspect,
-    memory,  # noqa: F401  (allocator settings, before the first large array)
+    memory,
     models,
     nn,
     optim,
     utils,
 )
 from . import functional as F  # noqa: N812
-from . import tensor_methods as _tensor_methods  # noqa: F401  (binds the Tensor methods)
 from .autograd import (
     detect_anomaly,
     enable_grad,

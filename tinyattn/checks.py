@@ -201,16 +201,16 @@ def directional_error(
     output = case.fn(*case.inputs)
     cotangent = rng.standard_normal(output.shape)
     output.backward(cotangent)
-    grads = [np.zeros(t.shape) if t.grad is None else t.grad.data for t in checked]
-    originals = [t.data for t in checked]
-    ends = np.cumsum([t.data.size for t in checked])[:-1]
+    grads = [np.zeros(t.shape) if t.grad is None else t.grad.numpy() for t in checked]
+    originals = [t.numpy() for t in checked]
+    ends = np.cumsum([t.numpy().size for t in checked])[:-1]
 
     def objective(point: np.ndarray) -> float:
         """``L`` with the checked inputs set from ``point``, all of them flattened end to end."""
         for t, piece in zip(checked, np.split(point, ends)):
             t.data = piece.reshape(t.shape)
         with no_grad():
-            return float(np.sum(case.fn(*case.inputs).data * cotangent))
+            return float(np.sum(case.fn(*case.inputs).numpy() * cotangent))
 
     start = np.concatenate([base.ravel() for base in originals])
     worst = 0.0

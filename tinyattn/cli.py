@@ -212,9 +212,13 @@ def build_parser() -> argparse.ArgumentParser:
 def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from .memory import keep_freed_memory_unless_disabled
+
     from .models import TransformerLM, TransformerLMConfig, preset_config
     from .tasks import CharDataset, SequenceTask, package_corpus
     from .train import TASK_MODEL, TEXT_CONFIG, TEXT_MODEL, TrainConfig, train_task, train_text
+
+    keep_freed_memory_unless_disabled()
 
     def model_config(defaults: dict, vocab_size: int, context_length: int) -> TransformerLMConfig:
         sizes = {key: default if getattr(args, key) is None else getattr(args, key)
@@ -308,7 +312,7 @@ def _sample(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     tokens = model.generate(Tensor(ids[:, -limit:]), args.max_new_tokens,
                             temperature=args.temperature, top_k=args.top_k,
                             use_cache=not args.no_cache)
-    print(prompt[: -limit] + "".join(chars[int(i)] for i in tokens.data[0]))
+    print(prompt[: -limit] + "".join(chars[int(i)] for i in tokens.numpy()[0]))
     return 0
 
 

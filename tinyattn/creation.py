@@ -14,9 +14,10 @@ import numpy as np
 
 from . import dtypes
 from .devices import check_device
-from .ops.validate import ShapeError, check_int, is_int, shape_arg
+from .errors import ShapeError
 from .random import generator
-from .tensor import Tensor
+from .tensor import Tensor, from_numpy
+from .validation import check_int, is_int, shape_arg
 
 
 def _make(array: np.ndarray, device: Any, requires_grad: bool, op: str) -> Tensor:
@@ -46,11 +47,11 @@ def tensor(data: Any, dtype: Any = None, device: Any = None,
     >>> ta.tensor([1.0, 2.0]).dtype, ta.tensor([1, 2]).dtype, ta.tensor(True).dtype
     (dtype('float32'), dtype('int64'), dtype('bool'))
     """
-    source = data.data if isinstance(data, Tensor) else data
+    source = data.numpy() if isinstance(data, Tensor) else data
     out = Tensor(source, dtype=dtype)
-    if out.data is source or np.shares_memory(out.data, np.asarray(source)):
-        out = Tensor(out.data.copy())
-    return _make(out.data, device, requires_grad, "tensor")
+    if out.numpy() is source or np.shares_memory(out.numpy(), np.asarray(source)):
+        out = Tensor(out.numpy().copy())
+    return _make(out.numpy(), device, requires_grad, "tensor")
 
 
 def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
@@ -59,13 +60,6 @@ def as_tensor(data: Any, dtype: Any = None, device: Any = None) -> Tensor:
     if isinstance(data, Tensor):
         return data if dtype is None else data.to(dtype)
     return Tensor(data, dtype=dtype)
-
-
-def from_numpy(array: np.ndarray) -> Tensor:
-    """A tensor sharing memory with the numpy ``array`` (its dtype kept)."""
-    if not isinstance(array, np.ndarray):
-        raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
-    return Tensor(array, dtype=array.dtype)
 
 
 def zeros(*size: Any, dtype: Any = None, device: Any = None,

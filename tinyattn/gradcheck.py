@@ -40,7 +40,7 @@ def _as_outputs(value: Any) -> list[Tensor]:
 def _float64_inputs(op: str, inputs: Tensor | Sequence[Any]) -> tuple[list[Any], list[int]]:
     """The inputs with float tensors copied to float64, and the indices of those to check."""
     items = [inputs] if isinstance(inputs, Tensor) else list(inputs)
-    args = [Tensor(a.data.astype(np.float64), requires_grad=a.requires_grad)
+    args = [Tensor(a.numpy().astype(np.float64), requires_grad=a.requires_grad)
             if isinstance(a, Tensor) and a.dtype.kind == "f" else a for a in items]
     checked = [i for i, a in enumerate(args) if isinstance(a, Tensor) and a.requires_grad]
     if not checked:
@@ -51,7 +51,7 @@ def _float64_inputs(op: str, inputs: Tensor | Sequence[Any]) -> tuple[list[Any],
 def _objective(fn: Callable, inputs: Sequence[Any], cotangents: list[np.ndarray]) -> float:
     with no_grad():
         outputs = _as_outputs(fn(*inputs))
-    terms = (np.sum(out.data.astype(np.float64) * v) for out, v in zip(outputs, cotangents))
+    terms = (np.sum(out.numpy().astype(np.float64) * v) for out, v in zip(outputs, cotangents))
     return float(sum(terms))
 
 
@@ -110,22 +110,22 @@ def gradcheck(
 
     for i in checked:
         x = args[i]
-        analytic = np.zeros(x.shape) if x.grad is None else x.grad.data.astype(np.float64)
-        if x.data.size <= max_elements:
-            probes = np.eye(x.data.size).reshape((x.data.size,) + x.shape)
+        analytic = np.zeros(x.shape) if x.grad is None else x.grad.numpy().astype(np.float64)
+        if x.numpy().size <= max_elements:
+            probes = np.eye(x.numpy().size).reshape((x.numpy().size,) + x.shape)
             exact = analytic.reshape(-1)
         else:
             probes = rng.standard_normal((directions,) + x.shape)
             exact = np.array([np.sum(analytic * u) for u in probes])
         loss = _loss_of_input(fn, args, i, cotangents)
-        numeric = np.array([central_difference(loss, x.data, u, eps) for u in probes])
+        numeric = np.array([central_difference(loss, x.numpy(), u, eps) for u in probes])
         excess = np.abs(exact - numeric) - (atol + rtol * np.abs(numeric))
         excess[np.isnan(excess)] = np.inf
         worst = int(np.argmax(excess))
         if excess[worst] > 0:
             where = (
                 f"element {tuple(int(k) for k in np.unravel_index(worst, x.shape))}"
-                if x.data.size <= max_elements else f"random direction {worst}"
+                if x.numpy().size <= max_elements else f"random direction {worst}"
             )
             failing = int(np.sum(excess > 0))
             report = (
@@ -177,7 +177,7 @@ def _loss_of_input(
     x = args[index]
 
     def loss(data: np.ndarray) -> float:
-        original = x.data
+        original = x.numpy()
         try:
             x.data = data
             return _objective(fn, args, cotangents)
@@ -219,7 +219,7 @@ def gradgradcheck(
         cotangents = [Tensor(rng.standard_normal(out.shape), requires_grad=True)
                       for out in outputs]
     else:
-        cotangents = [Tensor(np.asarray(g.data if isinstance(g, Tensor) else g, np.float64),
+        cotangents = [Tensor(np.asarray(g.numpy() if isinstance(g, Tensor) else g, np.float64),
                              requires_grad=True) for g in grad_outputs]
     n_args = len(args)
 

@@ -8,8 +8,10 @@ Raising the mmap threshold and the trim threshold keeps freed blocks in the heap
 step reuses them (faults per step drop to about zero). Peak memory is unchanged: the pages kept are
 the ones the previous step already used.
 
-``import tinyattn`` applies this once (on glibc only). Set the environment variable
-``TINYATTN_KEEP_FREED_MEMORY=0`` before importing tinyattn to leave the allocator untouched.
+This changes the allocator of the whole process, so it is opt-in: ``import tinyattn`` leaves
+the allocator alone. The training entry points turn it on (``tinyattn train`` and ``tinyattn
+run``; glibc only): set ``TINYATTN_KEEP_FREED_MEMORY=0`` to keep them from doing so. A script
+of your own calls :func:`keep_freed_memory` once, before its training loop.
 """
 
 from __future__ import annotations
@@ -47,5 +49,9 @@ def keep_freed_memory() -> bool:
     )
 
 
-if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") != "0":
-    keep_freed_memory()
+def keep_freed_memory_unless_disabled() -> bool:
+    """:func:`keep_freed_memory`, unless ``TINYATTN_KEEP_FREED_MEMORY=0`` says not to (what the
+    training entry points call)."""
+    if os.environ.get("TINYATTN_KEEP_FREED_MEMORY", "1") == "0":
+        return False
+    return keep_freed_memory()

@@ -26,9 +26,9 @@ from .nn import (
 )
 from .nn.hooks import HookedModule, HookPoint
 from .nn.transformer import MLPS, NORMS
-from .ops.validate import check_choice, is_int
 from .random import generator
 from .tensor import Tensor
+from .validation import check_choice, is_int
 
 POSITIONALS = ("learned", "rope", "alibi", "none")
 PRESETS = ("gpt", "gpt2", "llama")
@@ -318,7 +318,7 @@ class TransformerLM(HookedModule):
         ``tokens`` must continue what the cache has read (the tokens from earlier calls, then
         new ones).
         """
-        tokens = tokens.data if isinstance(tokens, Tensor) else np.asarray(tokens)
+        tokens = tokens.numpy() if isinstance(tokens, Tensor) else np.asarray(tokens)
         if tokens.ndim != 2 or tokens.dtype.kind not in "iu" or tokens.shape[1] == 0:
             raise ValueError(f"TransformerLM.next_token_logits: tokens must be integer ids of "
                              f"shape (B, N) with N >= 1, got {tokens.dtype} {tokens.shape}")
@@ -368,13 +368,13 @@ class TransformerLM(HookedModule):
             raise ValueError(f"{name}: top_k must be None or an int in [1, {vocab}], got "
                              f"{top_k!r}")
         cache = self.new_cache() if use_cache else None
-        tokens = idx.data
+        tokens = idx.numpy()
         for _ in range(max_new_tokens):
-            logits = self.next_token_logits(tokens, cache).data / temperature  # (B, vocab)
+            logits = self.next_token_logits(tokens, cache).numpy() / temperature  # (B, vocab)
             if top_k is not None:
                 kth = np.sort(logits, axis=-1)[:, -top_k][:, None]  # (B, 1)
                 logits = np.where(logits < kth, -np.inf, logits)
-            probs = F.softmax(Tensor(logits), dim=-1).data.astype(np.float64)  # (B, vocab_size)
+            probs = F.softmax(Tensor(logits), dim=-1).numpy().astype(np.float64)  # (B, vocab_size)
             cumulative = np.cumsum(probs, axis=-1)
             draws = generator().random((len(tokens), 1)) * cumulative[:, -1:]  # (B, 1)
             next_tokens = (cumulative <= draws).sum(axis=-1, keepdims=True)  # (B, 1)

@@ -64,7 +64,7 @@ def _float_formatter(values: np.ndarray) -> dict:
 
 def tensor_repr(t: Tensor) -> str:
     """``tensor([...], dtype=..., grad_fn=<...>)`` as PyTorch prints it."""
-    data = t.data
+    data = t.numpy()
     formatter = _float_formatter(data) if data.dtype.kind == "f" else None
     body = np.array2string(data, separator=", ", prefix="tensor(", formatter=formatter,
                            threshold=_OPTIONS["threshold"], edgeitems=_OPTIONS["edgeitems"],

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .ops.validate import check_int
+from .validation import check_int
 
 _generator = np.random.default_rng()
 
@@ -60,12 +60,13 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
     >>> ta.multinomial(ta.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
     [1, 1]
     """
-    from .ops.validate import ShapeError, check_int, check_tensor
-    from .tensor import Tensor
+    from .errors import ShapeError
+    from .tensor import Tensor, check_tensor
+    from .validation import check_int
 
     check_tensor("multinomial", "input", input)
     num_samples = check_int("multinomial", "num_samples", num_samples, 1)
-    weights = input.data.astype(np.float64)
+    weights = input.numpy().astype(np.float64)
     if weights.ndim not in (1, 2):
         raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
     rows = weights.reshape(-1, weights.shape[-1])

@@ -27,7 +27,7 @@ _STRUCTURE = "__structure__"
 def _encode(obj: Any, arrays: dict[str, np.ndarray], where: str) -> Any:
     if isinstance(obj, (Tensor, np.ndarray)):
         key = f"array_{len(arrays)}"
-        arrays[key] = np.asarray(obj.data if isinstance(obj, Tensor) else obj)
+        arrays[key] = np.asarray(obj.numpy() if isinstance(obj, Tensor) else obj)
         return {"tensor" if isinstance(obj, Tensor) else "ndarray": key}
     if isinstance(obj, dict):
         if not all(isinstance(k, (str, int)) for k in obj):

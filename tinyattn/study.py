@@ -103,8 +103,8 @@ def compare(label: str, actual: Any, expected: Any, tol: float = 1e-10,
     >>> compare("same", np.ones(2), np.ones(2), stream=io.StringIO())
     0.0
     """
-    a = np.asarray(actual.data if isinstance(actual, ta.Tensor) else actual, dtype=np.float64)
-    b = np.asarray(expected.data if isinstance(expected, ta.Tensor) else expected,
+    a = np.asarray(actual.numpy() if isinstance(actual, ta.Tensor) else actual, dtype=np.float64)
+    b = np.asarray(expected.numpy() if isinstance(expected, ta.Tensor) else expected,
                    dtype=np.float64)
     if a.shape != b.shape:
         raise AssertionError(f"{label}: shapes differ, {a.shape} vs {b.shape}")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .ops.validate import check_int
+from .validation import check_int
 
 TASKS = ("copy", "reverse", "sort")
 IGNORE_INDEX = -100

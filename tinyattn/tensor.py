@@ -2,8 +2,8 @@
 
 Dtype rules (PyTorch's): a numpy float array keeps its dtype; Python floats become float32,
 Python ints int64, bools bool; ops promote as :mod:`tinyattn.dtypes` says. Only floating point
-tensors can require grad. Every operator and method is a function of :mod:`tinyattn.ops` (the
-operators and methods are bound in :mod:`tinyattn.tensor_methods`).
+tensors can require grad. Every operator and method is a function of :mod:`tinyattn.ops`; they
+are written out in the mixin :class:`tinyattn.tensor_methods.TensorMethods`.
 
 In-place ops (``x.add_(y)``, ``x.masked_fill_(m, v)``, ``x[i] = v``) follow PyTorch's autograd
 rules: the new value is computed by the ordinary op, written into ``x``'s memory (so views of
@@ -15,16 +15,22 @@ An in-place change of a leaf that requires grad is refused, as in PyTorch.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
 
-from . import autograd, dtypes
+from . import autograd, dtypes, tensor_methods
+from .autograd import function
 from .devices import CPU, check_device, device
 from .dtypes import float32, float64, int64
+from .errors import DTypeError, ShapeError
+from .tensor_methods import TensorMethods
+from .validation import normalize_dim
 
-__all__ = ["CPU", "Size", "Tensor", "as_tensor", "check_device", "device"]
+__all__ = ["CPU", "Size", "Tensor", "as_tensor", "check_device", "check_float", "check_mask",
+           "check_tensor", "device", "from_numpy"]
 
 
 class _Version:
@@ -39,7 +45,7 @@ class _Version:
 def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
     """Convert ``data`` to an ndarray following tinyattn's dtype rules (no copy when possible)."""
     if isinstance(data, Tensor):
-        data = data.data
+        data = data._data
     if dtype is not None:
         return np.asarray(data, dtype=dtypes.as_dtype(dtype, "tensor"))
     if isinstance(data, (list, tuple)) and any(isinstance(v, Tensor) for v in _flat(data)):
@@ -72,7 +78,7 @@ def _nested_values(data: Any) -> Any:
     """Nested lists with 0-d/1-element tensors replaced by their values (``tensor([t0, t1])``)."""
     if isinstance(data, (list, tuple)):
         return [_nested_values(item) for item in data]
-    return data.data if isinstance(data, Tensor) else data
+    return data._data if isinstance(data, Tensor) else data
 
 
 class Size(tuple):
@@ -100,7 +106,7 @@ class _HookHandle:
             self._hooks.remove(self._hook)
 
 
-class Tensor:
+class Tensor(TensorMethods):
     """An n-dimensional array that records the ops applied to it for backpropagation.
 
     Examples
@@ -114,44 +120,84 @@ class Tensor:
 
     __array_priority__ = 1000  # numpy defers to Tensor's reflected operators
 
+    # What a tensor made by an op starts with (set on the instance only when it differs: a
+    # tensor is made for every op's output, so making one must be cheap).
+    _grad: Tensor | None = None
+    grad_fn: autograd.Context | None = None
+    _requires_grad = False
+    _output_nr = 0
+    """Which output of its ``grad_fn`` this tensor is."""
+    _base: Tensor | None = None
+    """The tensor this one is a view of."""
+    _hooks: list[Callable] = ()  # type: ignore[assignment]
+    _version_counter: _Version | None = None
+
     def __init__(self, data: Any, dtype: Any = None, requires_grad: bool = False):
-        self.data = _to_array(data, dtype)
-        self.grad: Tensor | None = None
-        self.grad_fn: autograd.Context | None = None
-        self._requires_grad = False
-        self._hooks: list[Callable] = []
-        self._version = _Version()
-        self._base: Tensor | None = None
+        self._data = _to_array(data, dtype)
         if requires_grad:
             self.requires_grad = True
 
     @classmethod
     def _from_op(cls, data: np.ndarray, ctx: autograd.Context | None) -> Tensor:
+        """A tensor on ``data`` (no copy, no dtype rules), the output of ``ctx`` (or a leaf)."""
         out = cls.__new__(cls)
-        out._data = data if isinstance(data, np.ndarray) else np.asarray(data)
-        out.grad = None
-        out.grad_fn = ctx
-        out._requires_grad = ctx is not None
-        out._hooks = []
-        out._version = _Version()
-        out._base = None
+        out._data = data if type(data) is np.ndarray else np.asarray(data)
+        if ctx is not None:
+            out.grad_fn = ctx
+            out._requires_grad = True
         return out
+
+    @property
+    def _version(self) -> _Version:
+        """The version counter (shared with views), made on first use."""
+        counter = self._version_counter
+        if counter is None:
+            counter = self._version_counter = _Version()
+        return counter
+
+    @_version.setter
+    def _version(self, counter: _Version) -> None:
+        self._version_counter = counter
 
     # ---- attributes -------------------------------------------------------------------------
     @property
-    def data(self) -> np.ndarray:
-        """The underlying numpy array (PyTorch's ``.data`` is a tensor; here it is the array)."""
-        return self._data
+    def data(self) -> Tensor:
+        """This tensor's values as a new tensor cut from the graph, sharing memory (PyTorch's
+        ``.data``: ``x.data.clone()``, ``p.data.add_(...)``). Changes made through it are not
+        tracked by autograd; ``.numpy()`` gives the numpy array."""
+        return Tensor._from_op(self._data, None)
 
     @data.setter
     def data(self, value: Any) -> None:
         if isinstance(value, Tensor):
-            value = value.data
+            value = value._data
         if isinstance(value, np.generic):
             value = np.asarray(value)
         if not isinstance(value, np.ndarray):
-            raise TypeError(f"Tensor.data must be a numpy array, got {type(value).__name__}")
+            raise TypeError(f"Tensor.data must be a Tensor or numpy array, got "
+                            f"{type(value).__name__}")
         self._data = value
+
+    @property
+    def grad(self) -> Tensor | None:
+        """The gradient accumulated by ``backward()`` (leaves, and tensors that called
+        ``retain_grad()``); None until then."""
+        if self._grad is None and self.grad_fn is not None and not self.retains_grad:
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during backward(). If you indeed want "
+                "the gradient for a non-leaf Tensor, use .retain_grad() on the non-leaf Tensor "
+                "before backward() (or register_hook to see it).", UserWarning, stacklevel=2)
+        return self._grad
+
+    @grad.setter
+    def grad(self, value: Tensor | None) -> None:
+        if value is not None and not isinstance(value, Tensor):
+            raise TypeError(f"Tensor.grad must be a Tensor or None, got {type(value).__name__}")
+        if value is not None and value.shape != self.shape:
+            raise ShapeError(f"Tensor.grad: assigned a gradient of shape {value.shape} to a "
+                             f"tensor of shape {self.shape}")
+        self._grad = value
 
     @property
     def requires_grad(self) -> bool:
@@ -160,12 +206,12 @@ class Tensor:
 
     @requires_grad.setter
     def requires_grad(self, value: bool) -> None:
-        if value and self.data.dtype.kind != "f":
-            from .ops.validate import DTypeError
+        if value and self._data.dtype.kind != "f":
+            from .errors import DTypeError
 
             raise DTypeError(
                 f"requires_grad: only floating point tensors can require gradients, "
-                f"got dtype {self.data.dtype}"
+                f"got dtype {self._data.dtype}"
             )
         if not value and self.grad_fn is not None:
             raise RuntimeError(
@@ -173,9 +219,9 @@ class Tensor:
             )
         self._requires_grad = bool(value)
 
-    shape = property(lambda self: self.data.shape, doc="The shape, a tuple of ints.")
-    ndim = property(lambda self: self.data.ndim, doc="The number of dims.")
-    dtype = property(lambda self: self.data.dtype, doc="The dtype (a numpy dtype).")
+    shape = property(lambda self: self._data.shape, doc="The shape, a tuple of ints.")
+    ndim = property(lambda self: self._data.ndim, doc="The number of dims.")
+    dtype = property(lambda self: self._data.dtype, doc="The dtype (a numpy dtype).")
     is_leaf = property(lambda self: self.grad_fn is None, doc="True unless an op produced it.")
     device = property(lambda self: CPU, doc="Always the CPU.")
     is_cuda = False
@@ -184,43 +230,43 @@ class Tensor:
         """The shape, or the size of one dim, as ``torch.Tensor.size``."""
         if dim is None:
             return Size(self.shape)
-        from .ops.validate import normalize_dim
+        from .validation import normalize_dim
 
         return self.shape[normalize_dim("size", dim, self.ndim)] if self.ndim else 1
 
     def dim(self) -> int:
         """The number of dims."""
-        return self.data.ndim
+        return self._data.ndim
 
     def numel(self) -> int:
         """The number of elements."""
-        return self.data.size
+        return self._data.size
 
     def element_size(self) -> int:
         """Bytes per element."""
-        return self.data.itemsize
+        return self._data.itemsize
 
     def numpy(self) -> np.ndarray:
         """The data as a numpy array (shared, not copied)."""
-        return self.data
+        return self._data
 
     def item(self) -> float | int | bool:
         """The value of a one-element tensor as a Python number."""
-        if self.data.size != 1:
-            from .ops.validate import ShapeError
+        if self._data.size != 1:
+            from .errors import ShapeError
 
             raise ShapeError(f"item: only one-element tensors can be converted to Python "
                              f"scalars, got shape {self.shape}")
-        return self.data.item()
+        return self._data.item()
 
     def tolist(self) -> Any:
         """The data as nested Python lists."""
-        return self.data.tolist()
+        return self._data.tolist()
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
         if dtype is not None and np.dtype(dtype) != self.dtype:
-            return self.data.astype(dtype)
-        return self.data.copy() if copy else self.data
+            return self._data.astype(dtype)
+        return self._data.copy() if copy else self._data
 
     def __len__(self) -> int:
         if self.ndim == 0:
@@ -233,16 +279,16 @@ class Tensor:
         return (self[i] for i in range(self.shape[0]))
 
     def _scalar(self, op: str) -> Any:
-        if self.data.size != 1:
+        if self._data.size != 1:
             raise RuntimeError(f"{op}: only one-element tensors can be converted to Python "
                                f"scalars, got shape {self.shape}")
-        return self.data.reshape(()).item()
+        return self._data.reshape(()).item()
 
     def __bool__(self) -> bool:
-        if self.data.size != 1:
-            raise RuntimeError(f"bool: the truth value of a tensor with {self.data.size} "
+        if self._data.size != 1:
+            raise RuntimeError(f"bool: the truth value of a tensor with {self._data.size} "
                                "elements is ambiguous; use .any() or .all()")
-        return bool(self.data.reshape(()))
+        return bool(self._data.reshape(()))
 
     def __float__(self) -> float:
         return float(self._scalar("float"))
@@ -251,14 +297,14 @@ class Tensor:
         return int(self._scalar("int"))
 
     def __index__(self) -> int:
-        if self.dtype.kind not in "iub" or self.data.size != 1:
+        if self.dtype.kind not in "iub" or self._data.size != 1:
             raise TypeError(f"only integer tensors of a single element can be converted to an "
                             f"index, got dtype {self.dtype} and shape {self.shape}")
         return int(self._scalar("index"))
 
     def __format__(self, spec: str) -> str:
         if self.ndim == 0:
-            return format(self.data.item(), spec)
+            return format(self._data.item(), spec)
         return format(repr(self), spec)
 
     def __repr__(self) -> str:
@@ -279,17 +325,17 @@ class Tensor:
         autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
                           inputs=inputs)
 
-    def _accumulate_grad(self, grad: Any) -> None:
-        if isinstance(grad, Tensor):  # create_graph: keep the graph of the gradient
-            self.grad = grad if self.grad is None else self.grad + grad
-        elif self.grad is None:
-            self.grad = Tensor(np.array(grad, dtype=self.dtype, copy=True))
+    def _accumulate_grad(self, grad: Tensor) -> None:
+        if grad.requires_grad:  # create_graph: keep the graph of the gradient
+            self._grad = grad if self._grad is None else self._grad + grad
+        elif self._grad is None:
+            self._grad = Tensor._from_op(np.array(grad._data, dtype=self.dtype, copy=True), None)
         else:  # in place, as PyTorch: the .grad tensor keeps its identity (and any grad_fn)
-            self.grad.data += grad
+            self._grad._data += grad._data
 
     def detach(self) -> Tensor:
         """A new leaf sharing this tensor's data (and version counter), cut from the graph."""
-        out = Tensor._from_op(self.data, None)
+        out = Tensor._from_op(self._data, None)
         out._version = self._version
         return out
 
@@ -309,12 +355,13 @@ class Tensor:
         if not self.requires_grad:
             raise RuntimeError("retain_grad: cannot retain the gradient of a tensor without grad")
         if self.grad_fn is not None:
-            self.grad_fn.retained = self
+            self.grad_fn.retain(self._output_nr, self)
 
     @property
     def retains_grad(self) -> bool:
         """Whether :meth:`retain_grad` was called on this non-leaf tensor."""
-        return self.grad_fn is not None and self.grad_fn.retained is self
+        return self.grad_fn is not None and self.grad_fn.retained is not None and \
+            self.grad_fn.retained.get(self._output_nr) is self
 
     def register_hook(self, hook: Callable[[Tensor], Tensor | None]) -> _HookHandle:
         """Call ``hook(grad)`` when this tensor's gradient is computed; a return value replaces it.
@@ -330,9 +377,12 @@ class Tensor:
         """
         if not self.requires_grad:
             raise RuntimeError("register_hook: cannot register a hook on a tensor without grad")
-        hooks = self.grad_fn.hooks if self.grad_fn is not None else self._hooks
-        hooks.append(hook)
-        return _HookHandle(hooks, hook)
+        if self.grad_fn is not None:
+            return _HookHandle(self.grad_fn.add_hook(self._output_nr, hook), hook)
+        if not self._hooks:
+            self._hooks = []
+        self._hooks.append(hook)
+        return _HookHandle(self._hooks, hook)
 
     # ---- in place ---------------------------------------------------------------------------
     def _check_inplace(self, op: str) -> None:
@@ -350,7 +400,7 @@ class Tensor:
                     "does not record it (write the change out of place, e.g. with ta.where, "
                     "or clone the view first)"
                 )
-        if not self.data.flags.writeable:
+        if not self._data.flags.writeable:
             raise RuntimeError(
                 f"{op}: this tensor's memory is read-only (an expanded view, where several "
                 "elements share one memory location); clone() it first"
@@ -365,28 +415,23 @@ class Tensor:
             raise RuntimeError(f"{op}: result type {result.dtype} can't be cast to the desired "
                                f"output type {self.dtype}")
         if result.dtype != self.dtype:
-            from .ops import cast
-
-            result = cast(result, self.dtype)
+            result = _ops.cast(result, self.dtype)
         ctx = result.grad_fn
         if ctx is not None and ctx.inputs and any(t is self for t in ctx.inputs):
             _keep_original(ctx, self)
-        self.data[...] = result.data
+        self._data[...] = result._data
         self._version.value += 1
         if ctx is not None:
             # the op saved its output by value: that value now lives in (and is versioned by) self
-            ctx.saved_versions = tuple(
-                (self._version, self._version.value) if counter is result._version else
-                (counter, version) for counter, version in ctx.saved_versions)
+            ctx.retarget_saved_output(result, self)
             self.grad_fn = ctx
+            self._output_nr = result._output_nr
             self._requires_grad = True
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        from .ops import setitem
-
         self._check_inplace("__setitem__")
-        self._assign(setitem(self, index, value), "__setitem__")
+        self._assign(_ops.setitem(self, index, value), "__setitem__")
 
     # ---- comparison with None ---------------------------------------------------------------
     def __eq__(self, other: Any) -> Tensor | bool:  # type: ignore[override]
@@ -413,14 +458,13 @@ class Tensor:
 
 
 def _keep_original(ctx: autograd.Context, x: Tensor) -> None:
-    """Before ``x`` is overwritten by the in-place op ``ctx``, give ``ctx`` its own copy of the
-    value ``x`` had (PyTorch's "original self"): what the op saved of ``x`` and, for a
-    create_graph backward, a tensor standing for ``x`` before the change."""
-    original = x.data.copy()
+    """Before ``x`` is overwritten by the in-place op ``ctx``, give ``ctx`` a tensor standing for
+    the value ``x`` had (PyTorch's "original self"), in what it saved and among its inputs, with
+    ``x``'s place in the graph before the change."""
     edge = ctx.edges[[t is x for t in ctx.inputs].index(True)]
-    before = Tensor._from_op(original, edge if isinstance(edge, autograd.Context) else None)
-    ctx.saved = tuple(original if v is x.data else v for v in ctx.saved)
-    ctx.saved_versions = tuple((c, v) for c, v in ctx.saved_versions if c is not x._version)
+    before = Tensor._from_op(x._data.copy(), edge if isinstance(edge, autograd.Context) else None)
+    before._output_nr = x._output_nr
+    ctx.replace_saved(x, before)
     ctx.inputs = tuple(before if t is x else t for t in ctx.inputs)
 
 
@@ -439,4 +483,60 @@ def as_tensor(value: Any, dtype: Any = None) -> Tensor:
     return Tensor(value, dtype=dtype)
 
 
+def from_numpy(array: np.ndarray) -> Tensor:
+    """A tensor sharing memory with the numpy ``array``, its dtype kept (``torch.from_numpy``).
+
+    Examples
+    --------
+    >>> import numpy as np, tinyattn as ta
+    >>> a = np.zeros(2)
+    >>> t = ta.from_numpy(a)
+    >>> a[0] = 5.0
+    >>> t.tolist(), t.dtype
+    ([5.0, 0.0], dtype('float64'))
+    """
+    if type(array) is not np.ndarray:
+        if not isinstance(array, (np.ndarray, np.generic)):
+            raise TypeError(f"from_numpy: expected a numpy array, got {type(array).__name__}")
+        array = np.asarray(array)
+    if array.dtype.kind not in "fiub":
+        raise TypeError(f"from_numpy: cannot make a tensor of numpy dtype {array.dtype}")
+    out = Tensor.__new__(Tensor)
+    out._data = array
+    return out
+
+
+def check_tensor(op: str, label: str, value: Any) -> Any:
+    """``value`` itself when it is a Tensor, else a TypeError naming ``op`` and ``label``."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{op}: {label} must be a Tensor, got {type(value).__name__}")
+    return value
+
+
+def check_float(op: str, label: str, value: Any) -> Any:
+    """A Tensor of a floating point dtype, else an error naming ``op`` and ``label``."""
+    check_tensor(op, label, value)
+    if value.dtype.kind != "f":
+        raise TypeError(f"{op}: {label} must be a floating point tensor, got dtype {value.dtype}")
+    return value
+
+
+def check_mask(op: str, label: str, mask: Any, dtype: np.dtype) -> Any:
+    """An attention mask as a Tensor (a numpy array is wrapped): boolean, or of the query's
+    float ``dtype`` (added to the scores); else an error naming ``op`` and ``label``."""
+    if isinstance(mask, np.ndarray):
+        mask = Tensor(mask)
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{op}: {label} must be a Tensor or numpy array, got "
+                        f"{type(mask).__name__}")
+    if mask.dtype != np.bool_ and mask.dtype != dtype:
+        raise DTypeError(f"{op}: {label} must be boolean or have the query's dtype {dtype}, "
+                         f"got {mask.dtype}")
+    return mask
+
+
+function.TENSOR = Tensor  # the autograd layer below works on tensors without importing this module
+
 from . import ops as _ops  # noqa: E402  (ops import Tensor; this import closes the cycle)
+
+tensor_methods._ops = _ops  # the methods call ops; they are bound to the module here

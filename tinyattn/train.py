@@ -180,7 +180,7 @@ def attention_maps(model: TransformerLM, idx: np.ndarray) -> np.ndarray:
     with no_grad():
         _, cache = model.run_with_cache(tokens, names_filter=lambda name: name.endswith(
             "attn.hook_pattern"))
-    return np.stack([cache[f"blocks.{i}.attn.hook_pattern"].data[0]
+    return np.stack([cache[f"blocks.{i}.attn.hook_pattern"].numpy()[0]
                      for i in range(len(model.blocks))])  # (L, H, T, T)
 
 
@@ -201,7 +201,7 @@ def greedy_answers(
     tokens = task.prompt(symbols)  # (B, n + 1)
     cache = model.new_cache()
     for _ in range(task.length):
-        logits = model.next_token_logits(tokens, cache).data  # (B, vocab)
+        logits = model.next_token_logits(tokens, cache).numpy()  # (B, vocab)
         tokens = np.concatenate([tokens, logits.argmax(axis=-1)[:, None]], axis=1)
     return tokens[:, task.length + 1:]
 
@@ -295,7 +295,7 @@ def train_task(
 
     def evaluate() -> dict[str, float]:
         logits, loss = model(Tensor(eval_inputs), targets=Tensor(eval_targets))
-        correct = logits.data.argmax(axis=-1) == eval_targets
+        correct = logits.numpy().argmax(axis=-1) == eval_targets
         return {"loss": loss.item(), "teacher-forced accuracy": float(correct[scored].mean())}
 
     history = fit(model, data.train_batch, config, evaluate, progress, stream)
@@ -371,7 +371,7 @@ def train_text(
     manual_seed(config.seed)
     sample = model.generate(Tensor(window[None, :8]), sample_chars, temperature=0.8, top_k=10)
     say = _printer(stream)
-    say("sample:\n" + dataset.decode(sample.data[0]))
+    say("sample:\n" + dataset.decode(sample.numpy()[0]))
     say(f"wrote {out / 'model.npz'}, config.json, loss.png, attention.png, gradients.png")
     say(f"eval loss: {results['final_eval_loss']:.4f}")
     return results

@@ -42,7 +42,6 @@ from typing import TextIO
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.ops.validate import check_int
 from tinyattn.study import (
     SEED_EMBEDDINGS,
     SEED_TOKENS,
@@ -50,6 +49,7 @@ from tinyattn.study import (
     numeric_gradient,
     softmax_forward_numpy,
 )
+from tinyattn.validation import check_int
 
 FORMULAS = {
     "dO": "dO = G",
@@ -80,7 +80,7 @@ def _largest_difference(a: np.ndarray, b: np.ndarray) -> float:
 
 def _arrays(forward_pass: ForwardPass, *names: str) -> tuple[np.ndarray, ...]:
     """The data of the named tensors of ``forward_pass``."""
-    return tuple(getattr(forward_pass, name).data for name in names)
+    return tuple(getattr(forward_pass, name).numpy() for name in names)
 
 
 @dataclass(frozen=True)
@@ -163,8 +163,8 @@ class ForwardPass:
         D = self.Q.shape[-1]
         return "\n".join([
             f"\n1. Forward, in tinyattn (float64), d_out = {D}, scale s = 1/sqrt({D})",
-            _shown("P = softmax(Q K^T * s)", self.P.data),
-            _shown("O = P V (context vectors)", self.O.data),
+            _shown("P = softmax(Q K^T * s)", self.P.numpy()),
+            _shown("O = P V (context vectors)", self.O.numpy()),
             f"L = sum(O * G) = {self.loss.item():.6f}   (G is a random cotangent: dL/dO = G)",
         ])
 
@@ -177,7 +177,7 @@ def forward(inputs: Inputs) -> ForwardPass:
     >>> forward_pass = forward(make_inputs())
     >>> forward_pass.S.shape, forward_pass.O.shape
     ((6, 6), (6, 2))
-    >>> bool(np.allclose(forward_pass.P.data.sum(axis=-1), 1.0))   # each row of P sums to 1
+    >>> bool(np.allclose(forward_pass.P.numpy().sum(axis=-1), 1.0))   # each row of P sums to 1
     True
     """
     x = ta.tensor(inputs.X)
@@ -248,7 +248,7 @@ def backward_by_autograd(forward_pass: ForwardPass) -> Gradients:
     """
     forward_pass.loss.backward()
     # field "dQ" is Q.grad, "dW_q" is W_q.grad, and so on
-    return Gradients(**{name: getattr(forward_pass, name[1:]).grad.data
+    return Gradients(**{name: getattr(forward_pass, name[1:]).grad.numpy()
                         for name in _INTERMEDIATES + _WEIGHTS})
 
 
@@ -356,7 +356,7 @@ def compare_paths(inputs: Inputs, forward_pass: ForwardPass) -> Comparison:
                        for a in _arrays(forward_pass, "Q", "K", "V"))
             attended = ta.F.scaled_dot_product_attention(q, k, v, is_causal=causal, impl=impl)
             attended.backward(ta.tensor(inputs.G[None, None]))  # (1, 1, T, D)
-            results[impl] = [attended.data, q.grad.data, k.grad.data, v.grad.data]
+            results[impl] = [attended.numpy(), q.grad.numpy(), k.grad.numpy(), v.grad.numpy()]
         name = f"fused vs composed{' (causal)' if causal else ''}"
         errors[name] = max(
             _largest_difference(a, b) for a, b in zip(results["composed"], results["fused"])

@@ -1,17 +1,18 @@
 """The backward pass: reverse topological order, one chain-rule step per recorded op.
 
 :func:`run_backward` walks the graph that produced the roots with an explicit stack (so a
-10,000-op chain needs no recursion), gives every op the gradient of its output (summed over
-all the places the output was used) and sends what its backward returns on to the inputs.
+10,000-op chain needs no recursion), gives every op the gradient of each of its outputs (summed
+over all the places the output was used) and sends what its backward rule returns on to the
+inputs. Gradients are tensors throughout.
 
 Broadcasting is undone in exactly one place, :func:`unbroadcast`: a backward rule may return a
 gradient of the *broadcast* shape and the engine sums it back to the input's shape, because the
 backward of "copy this value along an axis" is "sum along that axis".
 
-Two modes. Ordinarily gradients are numpy arrays and each op runs its fast ``backward``, with
-grad mode off. With ``create_graph=True`` gradients are tensors and each op runs its
-``differentiable_backward`` with grad mode on, so the gradients are themselves recorded and can
-be differentiated again (Hessian-vector products, gradient penalties).
+Each op has one backward rule, written in tensor ops. Ordinarily it runs with grad mode off, so
+nothing is recorded (and an op with a kernel may take its named fast path). With
+``create_graph=True`` the same rule runs with grad mode on, so the gradients are themselves
+recorded and can be differentiated again (Hessian-vector products, gradient penalties).
 """
 
 from __future__ import annotations
@@ -21,17 +22,18 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import function
 from .function import Context
 from .grad_mode import _set_grad_enabled, is_anomaly_enabled, is_grad_enabled
 
 if TYPE_CHECKING:
     from ..tensor import Tensor
 
-NodeCallback = Callable[[Context, np.ndarray, tuple[np.ndarray | None, ...]], None]
+NodeCallback = Callable[[Context, Any, tuple], None]
 
 
-def unbroadcast(grad: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum ``grad`` down to ``shape``: the backward of broadcasting (arrays or tensors).
+def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
+    """Sum ``grad`` down to ``shape``: the backward of broadcasting (a tensor, or an array).
 
     Leading axes that broadcasting added are summed away; axes where ``shape`` has size 1 but
     ``grad`` does not are summed with ``keepdims``.
@@ -68,7 +70,9 @@ def _topological_order(roots: Sequence[Context]) -> list[Context]:
         if child < len(edges):
             stack.append((node, child + 1))
             parent = edges[child]
-            if isinstance(parent, Context) and id(parent) not in visited:
+            if type(parent) is not Context and not isinstance(parent, Context):
+                continue
+            if id(parent) not in visited:
                 visited.add(id(parent))
                 stack.append((parent, 0))
         else:
@@ -77,11 +81,12 @@ def _topological_order(roots: Sequence[Context]) -> list[Context]:
     return order
 
 
-def _prune(order: list[Context], targets: set[int]) -> tuple[set[int], set[int]]:
+def nodes_towards(order: list[Context], targets: set[int]) -> tuple[set[int], set[int]]:
     """Which contexts a backward towards ``targets`` (ids of contexts or leaves) must visit.
 
-    Returns ``(visit, propagate)``: the ids of the contexts from which a target is reached (or
-    that are targets), and of those whose own backward must run (a target lies beyond them).
+    ``order`` is a topological order (outputs first). Returns ``(visit, propagate)``: the ids
+    of the contexts from which a target is reached (or that are targets), and of those whose
+    own backward must run (a target lies beyond them).
     """
     visit: set[int] = set()
     propagate: set[int] = set()
@@ -93,15 +98,12 @@ def _prune(order: list[Context], targets: set[int]) -> tuple[set[int], set[int]]
     return visit, propagate
 
 
-def _run_hooks(hooks: list[Callable], grad: Any, as_tensor: bool) -> Any:
-    from ..tensor import Tensor
-
-    value = grad if as_tensor else Tensor(grad)
+def _run_hooks(hooks: list[Callable], grad: Any) -> Any:
     for hook in hooks:
-        replaced = hook(value)
+        replaced = hook(grad)
         if replaced is not None:
-            value = replaced
-    return value if as_tensor else value.data
+            grad = replaced
+    return grad
 
 
 def run_backward(
@@ -113,25 +115,26 @@ def run_backward(
     accumulate: bool = True,
     on_node: NodeCallback | None = None,
 ) -> dict[int, Any]:
-    """Propagate ``root_grads`` (d out / d root) back through the graph behind ``roots``.
+    """Propagate ``root_grads`` (d out / d root, tensors) back through the graph behind
+    ``roots``.
 
     Parameters
     ----------
     roots, root_grads
-        The tensors to differentiate and the gradients they start from (arrays, or tensors
-        when ``create_graph``).
+        The tensors to differentiate and the gradients they start from.
     retain_graph
         Keep the saved values so that the graph can be walked again (else each visited op is
         freed).
     create_graph
-        Record the backward pass itself (gradients become tensors with a ``grad_fn``).
+        Record the backward pass itself (gradients get a ``grad_fn``).
     targets
         When given, only the gradients of these tensors are computed (others are pruned).
     accumulate
         Add the gradients into ``.grad`` (of every leaf, or of ``targets``), as ``backward()``
         does; when False they are only returned, as ``autograd.grad`` does.
     on_node
-        Called as ``on_node(ctx, grad_out, grads_in)`` for each op (used by ``inspect.trace``).
+        Called as ``on_node(ctx, grads_out, grads_in)`` for each op, with numpy arrays (used by
+        ``inspect.trace``).
 
     Returns
     -------
@@ -140,33 +143,39 @@ def run_backward(
     """
 
     leaf_grads: dict[int, tuple[Tensor, Any]] = {}
-    node_grads: dict[int, Any] = {}
+    node_grads: dict[int, list] = {}
 
-    def send(dest: Context | Tensor, grad: Any) -> None:
-        store = node_grads if isinstance(dest, Context) else leaf_grads
+    def send(dest: Any, slot: int, grad: Any) -> None:
         key = id(dest)
-        if isinstance(dest, Context):
-            store[key] = store[key] + grad if key in store else grad
+        if type(dest) is Context or isinstance(dest, Context):
+            buffer = node_grads.get(key)
+            if buffer is None:
+                buffer = node_grads[key] = [None] * len(dest.out_shapes)
+            held = buffer[slot]
+            buffer[slot] = grad if held is None else held + grad
         else:
-            store[key] = (dest, store[key][1] + grad if key in store else grad)
+            held = leaf_grads.get(key)
+            leaf_grads[key] = (dest, grad if held is None else held[1] + grad)
 
     root_nodes = []
     for root, grad in zip(roots, root_grads):
         if root.grad_fn is None:
-            send(root, grad)
+            send(root, 0, grad)
             continue
         if root.grad_fn.freed:
-            raise RuntimeError(_FREED_MESSAGE.format(name=root.grad_fn.name))
-        send(root.grad_fn, grad)
+            raise RuntimeError(function._FREED.format(name=root.grad_fn.name))
+        send(root.grad_fn, root._output_nr, grad)
         root_nodes.append(root.grad_fn)
     order = _topological_order(root_nodes)
     target_ids = None
     captured: dict[int, Any] = {}
-    target_of_node: dict[int, Tensor] = {}
+    target_of_node: dict[tuple[int, int], Tensor] = {}
+    propagate: set[int] = set()
     if targets is not None:
         target_ids = {id(t.grad_fn) if t.grad_fn is not None else id(t) for t in targets}
-        target_of_node = {id(t.grad_fn): t for t in targets if t.grad_fn is not None}
-        visit, propagate = _prune(order, target_ids)
+        target_of_node = {(id(t.grad_fn), t._output_nr): t for t in targets
+                          if t.grad_fn is not None}
+        visit, propagate = nodes_towards(order, target_ids)
         order = [node for node in order if id(node) in visit]
     check = is_anomaly_enabled()
     previous_mode = is_grad_enabled()
@@ -176,42 +185,35 @@ def run_backward(
     try:
         for node in order:
             if node.freed:
-                raise RuntimeError(_FREED_MESSAGE.format(name=node.name))
-            grad = node_grads.pop(id(node), None)
-            if grad is None:
+                raise RuntimeError(function._FREED.format(name=node.name))
+            grads = node_grads.pop(id(node), None)
+            if grads is None:
                 continue
-            node.check_versions()
-            if node.hooks:
-                grad = _run_hooks(node.hooks, grad, create_graph)
-            if node.retained is not None and accumulate and targets is None:
-                node.retained._accumulate_grad(grad)
-            if id(node) in target_of_node:
-                captured[id(target_of_node[id(node)])] = grad
-                if id(node) not in propagate:
+            if node.hooks or node.retained or target_of_node:
+                grads = _visit_outputs(node, grads, accumulate and targets is None,
+                                       target_of_node, captured)
+                if target_of_node and id(node) not in propagate:
                     continue
-            input_grads = _call_backward(node, grad, create_graph)
-            shaped = []
-            for tensor, edge, needed_grad, g in zip(node.inputs, node.edges,
-                                                    node.needs_input_grad, input_grads):
-                if not needed_grad or g is None or edge is None:
-                    shaped.append(None)
+            input_grads = _call_backward(node, grads, create_graph)
+            for i, g in enumerate(input_grads):
+                edge = node.edges[i]
+                if g is None or edge is None or not node.needs_input_grad[i]:
                     continue
-                g = _fit(g, tensor, create_graph)
-                if check and not np.all(np.isfinite(g if not create_graph else g.data)):
+                g = _fit(g, node.inputs[i], node.name, i)
+                if check and not np.all(np.isfinite(g._data)):
                     raise RuntimeError(
                         f"detect_anomaly: the backward of '{node.name}' produced non-finite "
-                        f"values in the gradient of its input {len(shaped)} (shape {g.shape})"
+                        f"values in the gradient of its input {i} (shape {g.shape})"
                     )
-                shaped.append(g)
-                send(edge, g)
+                send(edge, node.input_slots[i], g)
             if on_node is not None:
-                on_node(node, grad if not create_graph else grad.data,
-                        tuple(g if g is None or not create_graph else g.data for g in shaped))
+                on_node(node, tuple(None if g is None else g._data for g in grads),
+                        tuple(None if g is None else g._data for g in input_grads))
             if not retain_graph:
                 node.free()
         for tensor, grad in leaf_grads.values():
             if tensor._hooks:
-                grad = _run_hooks(tensor._hooks, grad, create_graph)
+                grad = _run_hooks(tensor._hooks, grad)
             if targets is not None:
                 if id(tensor) in target_ids:
                     captured[id(tensor)] = grad
@@ -229,82 +231,91 @@ def run_backward(
     return captured
 
 
-def _call_backward(node: Context, grad: Any, create_graph: bool) -> tuple:
-    """One chain-rule step: the op's array backward, or its differentiable form."""
-    if create_graph:
-        rule = getattr(node.fn, "differentiable_backward", None)
-        if rule is None:
-            raise RuntimeError(
-                f"create_graph=True: the op '{node.name}' has no differentiable_backward, so "
-                "its gradient cannot be differentiated again"
-            )
-        input_grads = rule(node, grad)
-    else:
-        input_grads = node.fn.backward(node, grad)
+def _visit_outputs(node: Context, grads: list, retain: bool,
+                   target_of_node: dict, captured: dict) -> list:
+    """Hooks, ``retain_grad`` and ``autograd.grad`` targets at each output of ``node``."""
+    for slot, grad in enumerate(grads):
+        if grad is None:
+            continue
+        hooks = node.hooks.get(slot) if node.hooks else None
+        if hooks:
+            grads[slot] = grad = _run_hooks(hooks, grad)
+        kept = node.retained.get(slot) if node.retained else None
+        if kept is not None and retain:
+            kept._accumulate_grad(grad)
+        target = target_of_node.get((id(node), slot))
+        if target is not None:
+            captured[id(target)] = grad
+    return grads
+
+
+def _call_backward(node: Context, grads: list, create_graph: bool) -> tuple:
+    """One chain-rule step: the op's backward rule on the gradients of its outputs."""
+    fn = node.fn
+    if fn._array_rules:
+        from .legacy import call_backward
+
+        return call_backward(node, grads[0], create_graph)
+    if None in grads and node.materialize_grads:
+        tensor = function.TENSOR
+        grads = [tensor._from_op(np.zeros(shape, dtype), None) if g is None else g
+                 for g, shape, dtype in zip(grads, node.out_shapes, node.out_dtypes)]
+    input_grads = fn.backward(node, *grads)
     if not isinstance(input_grads, tuple):
         input_grads = (input_grads,)
-    if len(input_grads) != len(node.inputs):
-        raise RuntimeError(f"{node.name}.backward returned {len(input_grads)} gradients for "
-                           f"{len(node.inputs)} inputs")
+    expected = len(node.needs_input_grad)
+    if len(input_grads) != expected:
+        if len(input_grads) < expected or any(g is not None for g in input_grads[expected:]):
+            raise RuntimeError(f"function {node.name}Backward returned an incorrect number of "
+                               f"gradients (expected {expected}, got {len(input_grads)})")
     return input_grads
 
 
-def _fit(grad: Any, tensor: Tensor, create_graph: bool) -> Any:
-    """``grad`` summed to ``tensor``'s shape and cast to its dtype."""
-    if create_graph:
-        from ..tensor import Tensor
-
-        if not isinstance(grad, Tensor):
-            grad = Tensor(np.asarray(grad))
-        grad = unbroadcast(grad, tensor.shape)
-        return grad if grad.dtype == tensor.dtype else grad.to(tensor.dtype)
-    return unbroadcast(np.asarray(grad), tensor.shape).astype(tensor.dtype, copy=False)
-
-
-_FREED_MESSAGE = (
-    "backward: trying to backward through the graph a second time (op '{name}'): its saved "
-    "values were freed after the first backward. Pass retain_graph=True to the first call "
-    "if you need to backward twice."
-)
+def _fit(grad: Any, input: Any, name: str, slot: int) -> Any:
+    """``grad`` summed to ``input``'s shape and cast to its dtype."""
+    tensor = function.TENSOR
+    if not isinstance(grad, tensor):
+        raise TypeError(f"function {name}Backward returned a {type(grad).__name__} as the "
+                        f"gradient of input {slot}; expected a Tensor or None")
+    shape = input.shape
+    if grad.shape != shape:
+        try:
+            grad = unbroadcast(grad, shape)
+        except ValueError:
+            raise RuntimeError(f"function {name}Backward returned an invalid gradient at index "
+                               f"{slot}: got shape {grad.shape} but expected shape compatible "
+                               f"with {shape}") from None
+    if grad.dtype != input.dtype:
+        grad = grad.to(input.dtype)
+    return grad
 
 
 def _as_tensors(value: Any, label: str, op: str) -> list[Tensor]:
-    from ..tensor import Tensor
-
-    items = [value] if isinstance(value, Tensor) else list(value)
+    tensor = function.TENSOR
+    items = [value] if isinstance(value, tensor) else list(value)
     for i, item in enumerate(items):
-        if not isinstance(item, Tensor):
+        if not isinstance(item, tensor):
             raise TypeError(f"{op}: {label}[{i}] must be a Tensor, got {type(item).__name__}")
     return items
 
 
-def seed_gradient(tensor: Tensor, gradient: Any, op: str, create_graph: bool = False) -> Any:
+def seed_gradient(tensor: Tensor, gradient: Any, op: str) -> Tensor:
     """The gradient a backward pass starts from: ones for a one-element tensor, else
-    ``gradient`` checked against ``tensor``'s shape (an array, or a tensor with
-    ``create_graph``)."""
-    from ..tensor import Tensor
-
+    ``gradient`` (a tensor or array) checked against ``tensor``'s shape."""
+    tensor_type = function.TENSOR
     if gradient is None:
-        if tensor.data.size != 1:
+        if tensor._data.size != 1:
             raise RuntimeError(
                 f"{op}: grad can be implicitly created only for one-element outputs; this "
                 f"tensor has shape {tensor.shape}, so pass gradient= of that shape"
             )
-        seed = np.ones(tensor.shape, dtype=tensor.dtype)
-        return Tensor(seed) if create_graph else seed
-    if isinstance(gradient, Tensor):
-        if gradient.shape != tensor.shape:
-            raise ValueError(f"{op}: gradient has shape {gradient.shape} but the tensor has "
-                             f"shape {tensor.shape}; they must match")
-        if create_graph:
-            return gradient if gradient.dtype == tensor.dtype else gradient.to(tensor.dtype)
-        gradient = gradient.data
-    array = np.asarray(gradient)
-    if array.shape != tensor.shape:
-        raise ValueError(f"{op}: gradient has shape {array.shape} but the tensor has shape "
-                         f"{tensor.shape}; they must match")
-    array = array.astype(tensor.dtype, copy=False)
-    return Tensor(array) if create_graph else array
+        return tensor_type._from_op(np.ones(tensor.shape, dtype=tensor.dtype), None)
+    if not isinstance(gradient, tensor_type):
+        gradient = tensor_type._from_op(np.asarray(gradient), None)
+    if gradient.shape != tensor.shape:
+        raise ValueError(f"{op}: gradient has shape {gradient.shape} but the tensor has "
+                         f"shape {tensor.shape}; they must match")
+    return gradient if gradient.dtype == tensor.dtype else gradient.to(tensor.dtype)
 
 
 def _roots(outputs: Any, gradients: Any, op: str, create_graph: bool) -> tuple[list, list]:
@@ -321,7 +332,7 @@ def _roots(outputs: Any, gradients: Any, op: str, create_graph: bool) -> tuple[l
                 f"{op}: a tensor does not require grad and has no grad_fn (did an input have "
                 "requires_grad=True, and was grad mode on when it was computed?)"
             )
-    return roots, [seed_gradient(r, g, op, create_graph) for r, g in zip(roots, gradients)]
+    return roots, [seed_gradient(r, g, op) for r, g in zip(roots, gradients)]
 
 
 def backward(
@@ -369,8 +380,7 @@ def grad(
     >>> ta.autograd.grad(dx.sum(), x)[0].tolist()   # 6 x
     [6.0, 12.0]
     """
-    from ..tensor import Tensor
-
+    tensor = function.TENSOR
     retain = create_graph if retain_graph is None else retain_graph
     allow_unused = materialize_grads if allow_unused is None else allow_unused
     roots, seeds = _roots(outputs, grad_outputs, "grad", create_graph)
@@ -389,7 +399,8 @@ def grad(
                     f"grad: inputs[{i}] (shape {t.shape}) was not used to compute the outputs; "
                     "pass allow_unused=True to get None for it"
                 )
-            results.append(Tensor(np.zeros(t.shape, t.dtype)) if materialize_grads else None)
+            results.append(tensor._from_op(np.zeros(t.shape, t.dtype), None)
+                           if materialize_grads else None)
         else:
-            results.append(g if isinstance(g, Tensor) else Tensor(g))
+            results.append(g)
     return tuple(results)

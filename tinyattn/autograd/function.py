@@ -1,100 +1,158 @@
-"""``Function`` and ``Context``: how one op is run and recorded for the backward pass.
+"""``Function`` and its ``ctx``: how one op is run and recorded for the backward pass.
 
-An op is a :class:`Function` subclass with its rules side by side::
+An op is a :class:`Function` subclass with its two rules side by side, exactly as a PyTorch
+custom ``torch.autograd.Function``::
 
-    forward(ctx, *arrays, **kwargs) -> array           the value, on numpy arrays
-    backward(ctx, grad) -> tuple of arrays             the chain rule, on numpy arrays (fast)
-    differentiable_backward(ctx, grad) -> tensors      the same rule written with tinyattn ops
+    class Exp(Function):
+        @staticmethod
+        def forward(ctx, x):                 # Tensors in, Tensors out
+            y = from_numpy(np.exp(x.numpy()))
+            ctx.save_for_backward(y)
+            return y
 
-``backward`` returns one gradient per positional input (None for "no gradient"), each of the
-output's broadcast shape if it likes: the engine sums it back to the input's shape. It is what
-an ordinary ``loss.backward()`` runs. ``differentiable_backward`` states the same rule with
-recorded tinyattn ops on tensors (``ctx.inputs`` are the inputs), so that under
-``create_graph=True`` the gradient is itself a graph that can be differentiated again.
+        @staticmethod
+        def backward(ctx, grad):             # one gradient per output, one per input back
+            (y,) = ctx.saved_tensors
+            return grad * y                  # written in tensor ops
 
-``Function.apply`` unwraps tensors, runs ``forward`` and, when grad mode is on and an input
-requires grad, records the context as the output's ``grad_fn``, together with the edges to the
-inputs' own ``grad_fn`` at that moment and the versions of the tensors the op saved (an
-in-place change of one of them before the backward is an error, as in PyTorch).
+``Function.apply(*args)`` runs ``forward`` with grad mode off and, when grad mode is on and a
+tensor argument requires grad, records the context as the ``grad_fn`` of every differentiable
+output, with an edge from each input to where its gradient goes next (the ``grad_fn`` it had,
+or the leaf itself).
 
-A graph holds what the backward needs and no more, as in PyTorch: an intermediate tensor that
-no op saved is freed as soon as the forward pass stops using it. So a linear op (add, reshape,
-dropout ...; ``keeps_inputs = False``), whose backward does not read its inputs, keeps of an
-intermediate input only its shape, dtype and ``grad_fn`` (a :class:`ReleasedInput`).
+The backward rule is written in tinyattn's tensor ops, so it is differentiable by
+construction: an ordinary ``loss.backward()`` runs it with grad mode off (nothing is recorded),
+and ``backward(create_graph=True)`` runs the same code with grad mode on, so that the gradient
+is itself a graph that can be differentiated again. An op whose forward is a numba kernel may
+call a kernel for its first-order backward: a *named fast path* inside that one rule, taken
+only when no graph is being built (``not is_grad_enabled()``).
+
+A rule may return a gradient of the output's broadcast shape: the engine sums it back to the
+input's shape (:func:`tinyattn.autograd.engine.unbroadcast`).
+
+A graph holds what the backward needs and no more, as in PyTorch: a tensor an op saved for its
+backward is kept; an op's *output* saved by that op is kept as its array only (the tensor is
+rebuilt, with this op as its ``grad_fn``, when ``saved_tensors`` is read), so that no reference
+cycle keeps a graph alive. The study tools (:mod:`tinyattn.inspect`) re-run an op from its
+inputs, so a context keeps its inputs too, except that a linear op (add, reshape, dropout ...;
+``keeps_inputs = False``), whose backward does not read its inputs, keeps of an intermediate
+input only its shape, dtype and ``grad_fn`` (a :class:`ReleasedInput`).
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from .grad_mode import is_grad_enabled
+from .grad_mode import _set_grad_enabled, _state, is_grad_enabled
 
-if TYPE_CHECKING:
-    from ..tensor import Tensor
+TENSOR: Any = None
+"""The Tensor class; :mod:`tinyattn.tensor` sets it when it is defined (this module sits below
+it and never imports it)."""
 
 
 class Context:
-    """One recorded op: what its backward needs, and where the gradient goes next.
+    """One recorded op: what its backward needs, and where each gradient goes next.
 
-    The context of an op is the ``grad_fn`` of the tensor the op produced.
+    This is both PyTorch's ``ctx`` (what ``forward`` and ``backward`` receive) and the
+    ``grad_fn`` of the op's outputs.
 
     Attributes
     ----------
-    name : str
-        The op's name (the Function's class name).
-    inputs : tuple of Tensor or ReleasedInput
-        The positional tensor inputs, in order (None once the graph has been freed); an
-        intermediate input of a linear op is a :class:`ReleasedInput`.
-    edges : tuple
-        For each input, where its gradient goes: its ``grad_fn`` at the time of the op, the
-        input itself when it is a leaf that requires grad, or None.
-    saved : tuple
-        What ``save_for_backward`` stored.
-    needs_input_grad : tuple of bool
-        For each input, whether a gradient must be computed for it.
+    fn : type[Function]
+        The op.
+    inputs : tuple
+        The positional arguments of ``forward``, in order (None once the graph has been freed);
+        an intermediate tensor input of a linear op is a :class:`ReleasedInput`.
     kwargs : dict
-        The op's keyword arguments (``dim``, ``seed`` ...): with ``inputs`` they determine its
-        forward, so a study tool can run the op again (``fn.forward(ctx, *arrays, **kwargs)``).
+        The keyword arguments of ``forward`` (``dim``, ``seed`` ...): with ``inputs`` they
+        determine the forward, so a study tool can run the op again.
+    needs_input_grad : tuple of bool
+        For each argument, whether its gradient is wanted.
+    edges : tuple
+        For each argument, where its gradient goes: its ``grad_fn`` at the time of the op, the
+        tensor itself when it is a leaf that requires grad, or None.
+    input_slots : tuple of int
+        For each argument with a ``grad_fn`` edge, which output of that op it was.
+    out_shapes, out_dtypes : tuple
+        Shape and dtype of each output.
     """
 
-    def __init__(self, fn: type[Function], inputs: tuple[Tensor, ...], record: bool):
+    # Defaults, set on the instance only when an op needs them (a context is made per op call).
+    edges: tuple = ()
+    input_slots: tuple[int, ...] = ()
+    out_shapes: tuple[tuple[int, ...], ...] = ()
+    out_dtypes: tuple[np.dtype, ...] = ()
+    hooks: dict[int, list[Callable]] | None = None
+    """Gradient hooks per output index (``register_hook`` on a non-leaf output)."""
+    retained: dict[int, Any] | None = None
+    """Outputs whose gradient is kept in their ``.grad`` (``retain_grad``), per index."""
+    freed = False
+    materialize_grads = True
+    _saved: tuple = ()
+    _saved_versions: tuple = ()
+    _dirty: tuple = ()
+    _non_differentiable: tuple = ()
+
+    def __init__(self, fn: type[Function], args: tuple, needs_input_grad: tuple[bool, ...],
+                 kwargs: dict):
         self.fn = fn
-        self.name = fn.__name__
-        self.inputs: tuple[Tensor, ...] | None = inputs
-        self.needs_input_grad = tuple(t.requires_grad for t in inputs) if record else \
-            (False,) * len(inputs)
-        self.saved: tuple[Any, ...] = ()
-        self.out_shape: tuple[int, ...] = ()
-        self.out_dtype: np.dtype | None = None
-        self.hooks: list[Callable] = []
-        self.retained: Tensor | None = None
-        self.freed = False
+        self.inputs: tuple | None = args
+        self.kwargs = kwargs
+        self.needs_input_grad = needs_input_grad
 
-    def save_for_backward(self, *values: Any) -> None:
-        """Keep arrays (or other values) for the backward rule.
+    @property
+    def name(self) -> str:
+        """The op's name (its Function's class name)."""
+        return self.fn.__name__
 
-        Save an input's array itself (not a reshaped copy of it) so that an in-place change of
-        that input before the backward is detected.
+    def add_hook(self, index: int, hook: Callable) -> list[Callable]:
+        """Call ``hook(grad)`` on the gradient of output ``index``; returns that output's list
+        of hooks."""
+        if self.hooks is None:
+            self.hooks = {}
+        hooks = self.hooks.setdefault(index, [])
+        hooks.append(hook)
+        return hooks
+
+    def retain(self, index: int, tensor: Any) -> None:
+        """Keep the gradient of output ``index`` in ``tensor.grad``."""
+        if self.retained is None:
+            self.retained = {}
+        self.retained[index] = tensor
+
+    # ---- what forward may call (PyTorch's ctx methods) ----------------------------------------
+    def save_for_backward(self, *tensors: Any) -> None:
+        """Keep tensors (or None) for the backward rule; read them back with ``saved_tensors``.
+
+        A saved tensor that is changed in place before the backward runs is an error when it is
+        read back (its version counter moved), as in PyTorch.
         """
-        self.saved = values
+        self._saved = tensors  # checked when the op is recorded (_record_saved)
 
-    def release_inputs(self) -> None:
-        """Keep only the shape, dtype and ``grad_fn`` of every intermediate input (those with a
-        ``grad_fn``); leaves and constants stay."""
-        self.inputs = tuple(ReleasedInput(t, self.name, slot) if isinstance(edge, Context) else t
-                            for slot, (t, edge) in enumerate(zip(self.inputs, self.edges)))
+    def mark_dirty(self, *tensors: Any) -> None:
+        """Say which inputs ``forward`` modified in place (and returns as outputs)."""
+        self._dirty = tensors
+
+    def mark_non_differentiable(self, *tensors: Any) -> None:
+        """Say which outputs have no gradient (indices, masks): they never require grad, and
+        their gradient reaches ``backward`` as zeros (or None, see ``set_materialize_grads``)."""
+        self._non_differentiable = tensors
+
+    def set_materialize_grads(self, value: bool) -> None:
+        """Whether an output that received no gradient gets zeros (True, the default) or None
+        in ``backward``."""
+        self.materialize_grads = bool(value)
 
     @property
     def saved_tensors(self) -> tuple[Any, ...]:
-        """PyTorch's name for :attr:`saved`."""
-        return self.saved
-
-    def check_versions(self) -> None:
-        """Raise if a tensor this op saved was modified in place after the op ran."""
-        for counter, version in self.saved_versions:
+        """The tensors ``save_for_backward`` kept, checked to be unchanged since."""
+        if self.freed:
+            raise RuntimeError(_FREED.format(name=self.name))
+        for counter, version in self._saved_versions:
             if counter.value != version:
                 raise RuntimeError(
                     f"one of the variables needed for gradient computation has been modified "
@@ -102,10 +160,54 @@ class Context:
                     f"{counter.value}; expected version {version}. Compute the in-place change "
                     "out of place (e.g. x = x.masked_fill(...)), or clone the tensor first."
                 )
+        return tuple(s.unpack(self) if type(s) is _SavedOutput else s for s in self._saved)
+
+    # ---- what the engine and the study tools use ---------------------------------------------
+    @property
+    def out_shape(self) -> tuple[int, ...]:
+        """The shape of the (first) output."""
+        return self.out_shapes[0]
+
+    @property
+    def out_dtype(self) -> np.dtype:
+        """The dtype of the (first) output."""
+        return self.out_dtypes[0]
+
+    @property
+    def saved_arrays(self) -> tuple[np.ndarray, ...]:
+        """The arrays the graph keeps for this op's backward (for the memory ledger)."""
+        return tuple(s.array if type(s) is _SavedOutput else s._data
+                     for s in self._saved if s is not None)
+
+    def retarget_saved_output(self, output: Any, target: Any) -> None:
+        """``output`` (which this op saved) was written into ``target`` in place: check
+        ``target``'s version from now on."""
+        for s in self._saved:
+            if type(s) is _SavedOutput and s.version is output._version:
+                s.version = target._version
+        self._saved_versions = tuple(
+            (target._version, target._version.value) if counter is output._version else
+            (counter, version) for counter, version in self._saved_versions)
+
+    def replace_saved(self, tensor: Any, replacement: Any) -> None:
+        """Save ``replacement`` wherever ``tensor`` was saved (an in-place op is about to
+        overwrite ``tensor``)."""
+        self._saved = tuple(replacement if s is tensor else s for s in self._saved)
+        self._saved_versions = tuple(
+            (c, v) for c, v in self._saved_versions if c is not tensor._version) + (
+            ((replacement._version, replacement._version.value),)
+            if any(s is replacement for s in self._saved) else ())
+
+    def release_inputs(self) -> None:
+        """Keep only the shape, dtype and ``grad_fn`` of every intermediate input (those with a
+        ``grad_fn``); leaves and constants stay."""
+        self.inputs = tuple(ReleasedInput(t, self.name, slot) if isinstance(edge, Context) else t
+                            for slot, (t, edge) in enumerate(zip(self.inputs, self.edges)))
 
     def free(self) -> None:
         """Drop saved values and the links to the inputs (after a backward pass)."""
-        self.saved = ()
+        self._saved = ()
+        self._saved_versions = ()
         self.inputs = None
         self.edges = ()
         self.kwargs = {}
@@ -113,13 +215,40 @@ class Context:
 
     @property
     def next_functions(self) -> tuple[tuple[Any, int], ...]:
-        """``(node, 0)`` per input, as in PyTorch: the input's ``grad_fn`` at the time of the op,
-        an :class:`AccumulateGrad` for a leaf that requires grad, or None."""
-        return tuple((AccumulateGrad(e) if e is not None and not isinstance(e, Context) else e,
-                      0) for e in self.edges)
+        """``(node, output index)`` per input, as in PyTorch: the input's ``grad_fn`` at the time
+        of the op, an :class:`AccumulateGrad` for a leaf that requires grad, or None."""
+        return tuple((e, slot) if isinstance(e, Context) else
+                     ((AccumulateGrad(e) if e is not None else None), 0)
+                     for e, slot in zip(self.edges, self.input_slots))
 
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
+
+
+_FREED = (
+    "backward: trying to backward through the graph a second time (op '{name}'): its saved "
+    "values were freed after the first backward. Pass retain_graph=True to the first call "
+    "if you need to backward twice."
+)
+
+
+class _SavedOutput:
+    """An op's own output, saved by that op: its array, version counter and index, so that the
+    tensor can be rebuilt with the op as its ``grad_fn`` without a reference cycle."""
+
+    __slots__ = ("array", "version", "index", "requires_grad")
+
+    def __init__(self, tensor: Any, index: int):
+        self.array = tensor._data
+        self.version = tensor._version
+        self.index = index
+        self.requires_grad = tensor._requires_grad
+
+    def unpack(self, ctx: Context) -> Any:
+        out = TENSOR._from_op(self.array, ctx if self.requires_grad else None)
+        out._version = self.version
+        out._output_nr = self.index
+        return out
 
 
 class ReleasedInput:
@@ -132,7 +261,7 @@ class ReleasedInput:
 
     __slots__ = ("shape", "dtype", "requires_grad", "grad_fn", "_op", "_slot")
 
-    def __init__(self, tensor: Tensor, op: str, slot: int):
+    def __init__(self, tensor: Any, op: str, slot: int):
         self.shape = tensor.shape
         self.dtype = tensor.dtype
         self.requires_grad = tensor.requires_grad
@@ -143,13 +272,15 @@ class ReleasedInput:
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
-    def data(self) -> np.ndarray:
+    def _unavailable(self) -> Any:
         raise RuntimeError(
             f"the value of input {self._slot} of '{self._op}' was not kept: the op is linear, "
             "its backward does not read it, so the graph lets it be freed (keep a reference to "
             "the tensor itself, or register a hook, to look at it)"
         )
+
+    data = property(_unavailable)
+    numpy = _unavailable
 
     def __repr__(self) -> str:
         return f"ReleasedInput(shape={self.shape}, dtype={self.dtype})"
@@ -160,7 +291,7 @@ class AccumulateGrad:
 
     name = "AccumulateGrad"
 
-    def __init__(self, variable: Tensor):
+    def __init__(self, variable: Any):
         self.variable = variable
 
     @property
@@ -172,59 +303,232 @@ class AccumulateGrad:
 
 
 class Function:
-    """Base class of every differentiable op; subclasses define ``forward`` and ``backward``.
+    """Base class of every differentiable op and of a learner's custom op: subclasses define
+    ``forward(ctx, *args)`` and ``backward(ctx, *grads)`` as static methods, on tensors.
 
-    ``view = True`` marks an op whose output may share memory with its first input (reshape,
-    permute, slicing): such an output shares the input's version counter, so an in-place
-    change through either is seen by the ops that saved the other.
+    Class attributes an op may set:
+
+    ``view = True``
+        The output may share memory with the first input (reshape, permute, slicing): it then
+        shares the input's version counter, so an in-place change through either is seen by
+        the ops that saved the other.
+    ``keeps_inputs = False``
+        A linear op, whose backward does not read its inputs' values: its context keeps only
+        the shape and dtype of an intermediate input (:class:`ReleasedInput`).
+    ``formula``
+        How :func:`tinyattn.inspect.explain` writes the rule: a function
+        ``formula(node, slot, g, x, out) -> str`` giving the gradient sent to input ``slot``
+        from the names of the output's gradient ``g``, of the inputs ``x`` and of the output.
     """
 
     view = False
     keeps_inputs = True
-    """False for a linear op, whose backward does not read its inputs' values: its context keeps
-    only the shape and dtype of an intermediate input (:class:`ReleasedInput`)."""
+    formula: Callable[..., str] | None = None
+    _array_rules = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._array_rules = hasattr(cls, "differentiable_backward")
 
     @staticmethod
-    def forward(ctx: Context, *arrays: np.ndarray, **kwargs: Any) -> np.ndarray:
-        raise NotImplementedError
+    def forward(ctx: Context, *args: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define forward(ctx, *args)")
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        raise NotImplementedError
+    def backward(ctx: Context, *grads: Any) -> Any:
+        raise NotImplementedError("a Function subclass must define backward(ctx, *grads) to "
+                                  "be differentiated")
 
     @classmethod
-    def apply(cls, *inputs: Tensor, **kwargs: Any) -> Tensor:
-        """Run the op on tensors and record it when any input requires grad."""
-        from ..tensor import Tensor
+    def apply(cls, *args: Any, **kwargs: Any) -> Any:
+        """Run the op and record it when grad mode is on and a tensor argument requires grad."""
+        if cls._array_rules:
+            from .legacy import apply_arrays
 
-        record = is_grad_enabled() and any(t.requires_grad for t in inputs)
-        ctx = Context(cls, inputs, record)
-        ctx.kwargs = kwargs
-        out = cls.forward(ctx, *(t.data for t in inputs), **kwargs)
-        result = Tensor._from_op(out, ctx if record else None)
-        if cls.view and np.may_share_memory(result.data, inputs[0].data):
-            result._version = inputs[0]._version
-            result._base = inputs[0]._base if inputs[0]._base is not None else inputs[0]
-        if record:
-            ctx.out_shape = result.shape
-            ctx.out_dtype = result.dtype
-            ctx.edges = tuple(t.grad_fn if t.grad_fn is not None else
-                              (t if t.requires_grad else None) for t in inputs)
-            ctx.saved_versions = _saved_versions(ctx.saved, inputs, result)
-            if not cls.keeps_inputs:
-                ctx.release_inputs()
-        return result
+            return apply_arrays(cls, args, kwargs)
+        tensor = TENSOR
+        if _state.grad_enabled:
+            needs = tuple([isinstance(a, tensor) and a._requires_grad for a in args])
+            record = True in needs
+            ctx = Context(cls, args, needs, kwargs)
+            _state.grad_enabled = False
+            try:
+                outputs = cls.forward(ctx, *args, **kwargs)
+            finally:
+                _state.grad_enabled = True
+        else:
+            record = False
+            ctx = Context(cls, args, (False,) * len(args), kwargs)
+            outputs = cls.forward(ctx, *args, **kwargs)
+        if isinstance(outputs, tensor):
+            if cls.view:
+                _share_version(outputs, args[0])
+            if not record and not ctx._dirty:
+                return outputs
+            results = (outputs,)
+        else:
+            results = tuple(outputs)
+        if ctx._dirty:
+            _apply_dirty(ctx, args, record)
+        if not record:
+            return outputs
+        edges, slots = [], []
+        for a in args:
+            if isinstance(a, tensor):
+                node = a.grad_fn
+                if node is not None:
+                    edges.append(node)
+                    slots.append(a._output_nr)
+                    continue
+                if a._requires_grad:
+                    edges.append(a)
+                    slots.append(0)
+                    continue
+            edges.append(None)
+            slots.append(0)
+        ctx.edges = tuple(edges)
+        ctx.input_slots = tuple(slots)
+        wired = _wire_outputs(ctx, args, results)
+        if ctx._saved:
+            _record_saved(ctx, results, wired)
+        if not cls.keeps_inputs:
+            ctx.release_inputs()
+        return wired[0] if isinstance(outputs, tensor) else wired
 
 
-def _saved_versions(saved: tuple, inputs: tuple, result: Tensor) -> tuple:
-    """``(version counter, version)`` of every input or output whose array the op saved."""
-    versions = []
-    for value in saved:
-        if value is result.data:
-            versions.append((result._version, result._version.value))
+def _share_version(view: Any, base: Any) -> None:
+    """A view's version counter is its base's (when they do share memory)."""
+    if np.may_share_memory(view._data, base._data):
+        view._version = base._version
+        view._base = base._base if base._base is not None else base
+
+
+def _wire_outputs(ctx: Context, args: tuple, results: tuple) -> tuple:
+    """Make ``ctx`` the ``grad_fn`` of every differentiable output."""
+    tensor = TENSOR
+    wired = []
+    for index, out in enumerate(results):
+        if not isinstance(out, tensor):
+            wired.append(out)
             continue
-        for t in inputs:
-            if value is t.data:
-                versions.append((t._version, t._version.value))
+        for a in args:
+            if out is a and not any(out is d for d in ctx._dirty):
+                out = _alias(out)  # an input returned as it is: a new tensor on its memory
                 break
-    return tuple(versions)
+        if out._data.dtype.kind == "f" and not (
+                ctx._non_differentiable and any(out is n for n in ctx._non_differentiable)):
+            out.grad_fn = ctx
+            out._requires_grad = True
+            if index:
+                out._output_nr = index
+        wired.append(out)
+    if len(wired) == 1:
+        ctx.out_shapes = (wired[0]._data.shape,)
+        ctx.out_dtypes = (wired[0]._data.dtype,)
+    else:
+        ctx.out_shapes = tuple([o._data.shape if isinstance(o, tensor) else () for o in wired])
+        ctx.out_dtypes = tuple([o._data.dtype if isinstance(o, tensor) else None
+                                for o in wired])
+    return tuple(wired)
+
+
+def _record_saved(ctx: Context, results: tuple, wired: tuple) -> None:
+    """Keep what ``ctx`` saved with the version of each, an output of its own as its array."""
+    saved, versions = [], []
+    for position, t in enumerate(ctx._saved):
+        if t is not None:
+            if not isinstance(t, TENSOR):
+                raise TypeError(f"{ctx.name}: save_for_backward can only save tensors or None, "
+                                f"got {type(t).__name__} at position {position} (keep other "
+                                "values as attributes of ctx, e.g. ctx.dim = dim)")
+            for index, out in enumerate(results):
+                if t is out and wired[index].grad_fn is ctx:
+                    t = _SavedOutput(wired[index], index)
+                    break
+            counter = t.version if type(t) is _SavedOutput else t._version
+            versions.append((counter, counter.value))
+        saved.append(t)
+    ctx._saved = tuple(saved)
+    ctx._saved_versions = tuple(versions)
+
+
+def _alias(t: Any) -> Any:
+    """A new tensor on ``t``'s memory and version counter."""
+    alias = TENSOR._from_op(t._data, None)
+    alias._version = t._version
+    alias._base = t._base if t._base is not None else t
+    return alias
+
+
+def _apply_dirty(ctx: Context, args: tuple, record: bool) -> None:
+    """Inputs that ``forward`` changed in place: refuse where PyTorch does, bump their version."""
+    for t in ctx._dirty:
+        if not any(t is a for a in args):
+            raise ValueError(f"{ctx.name}: mark_dirty got a tensor that is not an input")
+        if record and t.grad_fn is None and t._requires_grad:
+            raise RuntimeError(f"{ctx.name}: a leaf tensor that requires grad is being used in "
+                               "an in-place operation (mark_dirty)")
+        t._version.value += 1
+
+
+def once_differentiable(backward: Callable) -> Callable:
+    """Decorate a ``backward`` that is not written in differentiable tensor ops (it uses numpy,
+    say): it runs with grad mode off, and differentiating its result again is an error, as in
+    PyTorch.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> from tinyattn.autograd.function import once_differentiable
+    >>> class Square(ta.autograd.Function):
+    ...     @staticmethod
+    ...     def forward(ctx, x):
+    ...         ctx.save_for_backward(x)
+    ...         return x * x
+    ...     @staticmethod
+    ...     @once_differentiable
+    ...     def backward(ctx, grad):
+    ...         (x,) = ctx.saved_tensors
+    ...         return ta.from_numpy(2 * x.numpy() * grad.numpy())
+    >>> x = ta.tensor([3.0], requires_grad=True)
+    >>> Square.apply(x).sum().backward()
+    >>> x.grad.tolist()
+    [6.0]
+    """
+
+    @functools.wraps(backward)
+    def wrapper(ctx: Context, *grads: Any) -> Any:
+        recording = is_grad_enabled()
+        _set_grad_enabled(False)
+        try:
+            result = backward(ctx, *grads)
+        finally:
+            _set_grad_enabled(recording)
+        if not recording:
+            return result
+        requiring = [g for g in grads if isinstance(g, TENSOR) and g.requires_grad]
+        requiring += [s for s in ctx.saved_tensors if s is not None and s.requires_grad]
+        if not requiring:
+            return result
+        single = not isinstance(result, tuple)
+        marked = tuple(_OnceDifferentiable.apply(g, ctx.name, *requiring)
+                       if isinstance(g, TENSOR) else g for g in ((result,) if single else result))
+        return marked[0] if single else marked
+
+    return wrapper
+
+
+class _OnceDifferentiable(Function):
+    """Stands for a gradient computed by a ``once_differentiable`` backward: it passes the
+    value on, linked to the tensors that gradient depends on, and its own backward refuses, as
+    PyTorch's does."""
+
+    @staticmethod
+    def forward(ctx: Context, grad: Any, name: str, *depends_on: Any) -> Any:
+        ctx.op_name = name
+        return grad.detach()
+
+    @staticmethod
+    def backward(ctx: Context, grad: Any) -> Any:
+        raise RuntimeError(f"trying to differentiate twice a function that was marked with "
+                           f"@once_differentiable (the backward of '{ctx.op_name}')")

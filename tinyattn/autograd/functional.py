@@ -59,7 +59,7 @@ def _vectors(v: Any, like: tuple, op: str, label: str = "v") -> tuple:
     from ..tensor import Tensor
 
     if v is None:
-        if any(t.data.size != 1 for t in like):
+        if any(t.numpy().size != 1 for t in like):
             raise RuntimeError(f"{op}: {label} can be omitted only when the function's "
                                "inputs/outputs have a single element each")
         return tuple(Tensor(np.ones(t.shape, t.dtype)) for t in like)
@@ -196,8 +196,8 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
     rows: list[tuple] = []
     for out in outputs:
         per_input: list[list] = [[] for _ in xs]
-        for k in range(out.data.size):
-            unit = np.zeros(out.data.size, out.dtype)
+        for k in range(out.numpy().size):
+            unit = np.zeros(out.numpy().size, out.dtype)
             unit[k] = 1
             cotangents = tuple(Tensor(unit.reshape(o.shape)) if o is out else
                                Tensor(np.zeros(o.shape, o.dtype)) for o in outputs)
@@ -221,7 +221,7 @@ def _scalar_function(func: Callable, op: str) -> Callable:
     def checked(*xs: Any) -> Any:
         out = func(*xs)
         outs, _ = _tuple(out, "the output of func", op)
-        if len(outs) != 1 or outs[0].data.size != 1:
+        if len(outs) != 1 or outs[0].numpy().size != 1:
             raise RuntimeError(f"{op}: func must return a single tensor with one element, got "
                                f"shapes {[o.shape for o in outs]}")
         return outs[0]

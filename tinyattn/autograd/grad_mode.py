@@ -14,12 +14,19 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-_state = threading.local()
+class _State(threading.local):
+    """The two flags, per thread (a new thread starts with grad mode on, anomaly mode off)."""
+
+    grad_enabled = True
+    anomaly = False
+
+
+_state = _State()
 
 
 def is_grad_enabled() -> bool:
     """Whether operations are recorded for backward in this thread."""
-    return getattr(_state, "grad_enabled", True)
+    return _state.grad_enabled
 
 
 def _set_grad_enabled(mode: bool) -> None:
@@ -111,7 +118,7 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801
 
 def is_anomaly_enabled() -> bool:
     """Whether :func:`detect_anomaly` is active in this thread."""
-    return getattr(_state, "anomaly", False)
+    return _state.anomaly
 
 
 @contextmanager

@@ -103,7 +103,7 @@ def _reference_gradients(exercise: Exercise, case: Case, d_out: np.ndarray) -> l
                for n, a in case.arrays.items()}
     out = exercise.reference(**tensors, **case.options)
     found = grad(out, [tensors[n] for n in exercise.inputs], grad_outputs=Tensor(d_out))
-    return [g.data for g in found]
+    return [g.numpy() for g in found]
 
 
 def _finite_differences(exercise: Exercise, case: Case, d_out: np.ndarray,
@@ -112,7 +112,7 @@ def _finite_differences(exercise: Exercise, case: Case, d_out: np.ndarray,
     def loss(x: np.ndarray) -> float:
         arrays = {n: Tensor(x if n == name else a) for n, a in case.arrays.items()}
         with no_grad():
-            out = exercise.reference(**arrays, **case.options).data
+            out = exercise.reference(**arrays, **case.options).numpy()
         return float(np.sum(np.where(d_out != 0, out * d_out, 0.0)))
 
     x = case.arrays[name]
@@ -134,7 +134,7 @@ def _grade_case(module: ModuleType, exercise: Exercise, case: Case, number: int,
 
     with no_grad():
         tensors = {n: Tensor(a) for n, a in case.arrays.items()}
-        expected_out = exercise.reference(**tensors, **case.options).data
+        expected_out = exercise.reference(**tensors, **case.options).numpy()
     d_out = rng.uniform(0.5, 1.5) * np.ones(()) if expected_out.ndim == 0 else \
         rng.standard_normal(expected_out.shape)
     expected = _reference_gradients(exercise, case, d_out)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from ..ops import log_softmax, relu, sigmoid, softmax, tanh
 from ..ops.activation import Gelu
-from ..ops.validate import check_choice, check_float
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_choice
 
 __all__ = ["gelu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
 

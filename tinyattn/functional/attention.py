@@ -12,19 +12,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from ..errors import DTypeError, ShapeError
 from ..ops.attention import FusedAttention, attention_composed, default_scale, heads_layout
-from ..ops.validate import (
-    DTypeError,
-    ShapeError,
-    check_choice,
-    check_float,
-    check_int,
-    check_mask,
-    check_number,
-    check_probability,
-)
 from ..random import draw_seed
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float, check_mask
+from ..validation import check_choice, check_int, check_number, check_probability
 
 IMPLS = ("auto", "composed", "fused")
 _OP = "scaled_dot_product_attention"
@@ -123,7 +115,7 @@ def _check_mask(attn_mask: Any, query: Tensor, scores_shape: tuple[int, ...]) ->
 def _mask_as_bias(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> np.ndarray:
     """The mask as the kernel's additive 4-D bias: sizes 1 or equal to ``(B, H, T, S)``."""
     lead = scores_shape[:-2]
-    bias = attn_mask.data
+    bias = attn_mask.numpy()
     if bias.dtype == np.bool_:
         bias = np.where(bias, np.zeros((), np.float64), np.full((), -np.inf))
     bias = bias.reshape((1,) * (len(scores_shape) - bias.ndim) + bias.shape)  # (..., T, S)
@@ -207,7 +199,7 @@ def scaled_dot_product_attention(
                                              bool(is_causal), scale, seed, window_size)
         return (output, weights) if need_weights else output
     bias = None if attn_mask is None else _mask_as_bias(attn_mask, scores_shape)
-    mask = None if attn_mask is None else attn_mask.data
+    mask = None if attn_mask is None else attn_mask.numpy()
     return FusedAttention.apply(query, key, value, bias=bias, mask=mask,
                                 is_causal=bool(is_causal), scale=scale, dropout_p=dropout_p,
                                 seed=seed, window_size=window_size)

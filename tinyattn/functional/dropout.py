@@ -9,9 +9,9 @@ identity.
 from __future__ import annotations
 
 from ..ops.dropout import Dropout
-from ..ops.validate import check_float, check_probability
 from ..random import draw_seed
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_probability
 
 
 def dropout(input: Tensor, p: float = 0.5, training: bool = True,

@@ -3,9 +3,10 @@
 
 from __future__ import annotations
 
+from ..errors import DTypeError, ShapeError
 from ..ops.linear import Linear
-from ..ops.validate import DTypeError, ShapeError, check_same_dtype, check_tensor
-from ..tensor import Tensor
+from ..tensor import Tensor, check_tensor
+from ..validation import check_same_dtype
 
 
 def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:

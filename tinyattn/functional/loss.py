@@ -9,17 +9,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DTypeError, ShapeError
 from ..ops import gather, log_softmax
 from ..ops.loss import CrossEntropy
-from ..ops.validate import (
-    DTypeError,
-    ShapeError,
-    check_choice,
-    check_float,
-    check_int,
-    check_number,
-)
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_choice, check_int, check_number
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -34,7 +28,7 @@ def _class_dim(op: str, input: Tensor) -> int:
 
 def _class_targets(op: str, target: object, input: Tensor, ignore_index: int) -> np.ndarray:
     """``target`` as int64 class indices of the shape ``input`` implies, checked in range."""
-    array = target.data if isinstance(target, Tensor) else np.asarray(target)
+    array = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
     expected = () if input.ndim == 1 else (input.shape[0],) + input.shape[2:]
     if array.shape != expected:
         raise ShapeError(f"{op}: input of shape {input.shape} needs a target of shape "
@@ -81,7 +75,7 @@ def nll_loss(input: Tensor, target: Tensor, weight: Tensor | None = None,
     weights = np.where(kept, 1.0, 0.0).astype(input.dtype)
     if weight is not None:
         check_float("nll_loss", "weight", weight)
-        weights = weights * weight.data[safe]
+        weights = weights * weight.numpy()[safe]
     loss = -picked * Tensor(weights)
     return _reduce(loss, reduction, Tensor(np.asarray(weights.sum(), input.dtype)))
 
@@ -119,7 +113,7 @@ def cross_entropy(
     check_choice("cross_entropy", "reduction", reduction, REDUCTIONS)
     label_smoothing = check_number("cross_entropy", "label_smoothing", label_smoothing, 0.0, 1.0)
     ignore_index = check_int("cross_entropy", "ignore_index", ignore_index)
-    target_array = target.data if isinstance(target, Tensor) else np.asarray(target)
+    target_array = target.numpy() if isinstance(target, Tensor) else np.asarray(target)
     if target_array.dtype.kind == "f":
         return _soft_cross_entropy(input, target, class_dim, weight, reduction, label_smoothing)
     if target_array.dtype.kind not in "iu":

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from ..errors import ShapeError
 from ..ops.normalization import LayerNorm
-from ..ops.validate import (
-    ShapeError,
-    check_float,
-    check_number,
-    check_same_dtype,
-    is_int,
-)
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_number, check_same_dtype, is_int
 
 
 def normalized_shape_tuple(op: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:

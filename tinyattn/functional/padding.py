@@ -11,9 +11,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..errors import ShapeError
 from ..ops import getitem, index_put
-from ..ops.validate import ShapeError, check_choice, check_tensor, is_int
-from ..tensor import Tensor
+from ..tensor import Tensor, check_tensor
+from ..validation import check_choice, is_int
 
 
 def pad(input: Tensor, pad: Sequence[int], mode: str = "constant",

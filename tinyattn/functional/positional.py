@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..ops import cat
-from ..ops.validate import check_float, check_int
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_int
 
 
 def rotary_angles(head_dim: int, positions: np.ndarray, base: float = 10000.0) -> np.ndarray:

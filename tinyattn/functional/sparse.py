@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import DTypeError, ShapeError
 from ..ops.embedding import Embedding
-from ..ops.validate import DTypeError, ShapeError, check_float, check_int
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_int
 
 
 def _indices(op: str, input: object) -> np.ndarray:
-    indices = input.data if isinstance(input, Tensor) else np.asarray(input)
+    indices = input.numpy() if isinstance(input, Tensor) else np.asarray(input)
     if indices.dtype.kind not in "iu":
         raise DTypeError(f"{op}: expected integer indices (Long or Int), got dtype "
                            f"{indices.dtype}")

@@ -33,11 +33,11 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context, ReleasedInput, no_grad, unbroadcast
-from ..autograd.engine import _prune
+from ..autograd.engine import nodes_towards
 from ..gradcheck import central_difference
+from ..tables import Row, TableReport, format_float, shape_text
 from ..tensor import Tensor
 from .graph import graph_nodes, graph_target
-from .table import Row, TableReport, format_float, shape_text
 
 TOLERANCES = {"float64": (1e-6, 1e-4), "float32": (1e-3, 1e-2), "float16": (2e-2, 5e-2)}
 """Default ``(atol, rtol)`` by the dtype of the node's output (its backward's precision)."""
@@ -180,7 +180,7 @@ def check_graph(
     if inputs is not None:
         wanted = [inputs] if isinstance(inputs, Tensor) else list(inputs)
         targets = {id(graph_target(t, order, "check_graph")) for t in wanted}
-        _, through = _prune(order, targets)  # the nodes whose backward reaches a target
+        _, through = nodes_towards(order, targets)  # the nodes whose backward reaches a target
         selected = [(i, node) for i, node in enumerate(order) if id(node) in through]
     else:
         selected = list(enumerate(order))
@@ -211,7 +211,7 @@ def _input_values(tensor: Tensor | ReleasedInput, rng: np.random.Generator) -> n
     if isinstance(tensor, ReleasedInput):
         values = rng.standard_normal(tensor.shape)
         return values if tensor.dtype.kind == "f" else values.astype(tensor.dtype)
-    return tensor.data.astype(np.float64) if tensor.dtype.kind == "f" else tensor.data
+    return tensor.numpy().astype(np.float64) if tensor.dtype.kind == "f" else tensor.numpy()
 
 
 def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,

@@ -16,10 +16,10 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..tables import array_norm, shape_text
 from ..tensor import Tensor
 from .graph import graph_nodes
-from .table import shape_text
-from .trace import Trace, grad_norm
+from .trace import Trace
 
 INSTALL_HINT = ("install Graphviz to see the picture (apt install graphviz, brew install "
                 "graphviz or conda install graphviz)")
@@ -82,7 +82,7 @@ def to_dot(
             label = labels.get(id(leaf), "param" if leaf.requires_grad else "const")
             label += f"\n{shape_text(leaf.shape)}"
             if grads is not None and leaf.grad is not None:
-                label += f"\n|grad| {grad_norm(leaf.grad.data):.3e}"
+                label += f"\n|grad| {array_norm(leaf.grad.numpy()):.3e}"
             style = "solid" if leaf.requires_grad else "dashed"
             lines.append(f"  {key} [shape=ellipse, style={style}, label={_dot_quote(label)}];")
         return key

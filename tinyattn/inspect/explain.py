@@ -25,12 +25,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..autograd import Context
-from ..autograd.engine import _prune
+from ..autograd.engine import nodes_towards
 from ..nn.module import Module
+from ..tables import shape_text
 from ..tensor import Tensor
 from .formulas import chain_rule, starts_named_gradient, swaps_last_two
 from .graph import consumers, graph_nodes, graph_target
-from .table import shape_text
 
 SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
@@ -118,7 +118,7 @@ def explain(tensor: Tensor, output: Tensor,
     target = graph_target(tensor, order, "explain")
     labels = _names(order, output, names)
     index = {id(node): i for i, node in enumerate(order)}
-    _, through = _prune(order, {id(target)})
+    _, through = nodes_towards(order, {id(target)})
     if target is order[0]:
         symbol = "d" + labels[id(target)]
         return Explanation(labels[id(target)], f"{symbol} = {symbol}", [], [], 1)
@@ -184,7 +184,7 @@ def _names(order: list[Context], output: Tensor, names: Any) -> dict[int, str]:
                 labels[key] = "θ" + str(leaves).translate(SUBSCRIPTS)
                 leaves += 1
             elif tensor.ndim == 0:
-                labels[key] = f"{float(tensor.data):.4g}"
+                labels[key] = f"{float(tensor.numpy()):.4g}"
             else:
                 labels[key] = f"C{constants}"
                 constants += 1

@@ -14,7 +14,7 @@ import re
 from collections.abc import Callable
 
 from ..autograd import Context
-from .table import shape_text
+from ..tables import shape_text
 
 OPAQUE = {"Softmax", "LogSoftmax", "LayerNorm", "CrossEntropy", "FusedAttention", "Var"}
 """Ops whose rule starts a new named gradient instead of being composed into the formula."""

@@ -31,8 +31,8 @@ from ..autograd import Context
 from ..autograd import grad as autograd_grad
 from ..nn.attention import MultiHeadAttention, MultiHeadAttentionWrapper, SelfAttention
 from ..nn.module import Module
+from ..tables import Row, TableReport
 from ..tensor import Tensor
-from .table import Row, TableReport
 
 LossFn = Callable[[Any], Tensor]
 
@@ -240,11 +240,11 @@ def attention_gradients(model: Module, batch: Any, loss_fn: LossFn | None = None
         if head in (None, 0):  # a new call (a wrapper's heads run one after another)
             calls[name] = calls.get(name, 0) + 1
         grouped.setdefault((name, calls[name]), []).append(tuple(
-            _heads(a.data, multi_head[name]) for a in (weights[i], found[i], found[n + i])))
+            _heads(a.numpy(), multi_head[name]) for a in (weights[i], found[i], found[n + i])))
     result = [LayerGradients(name if call == 1 else f"{name} (call {call})",
                              *(np.concatenate([p[j] for p in parts], axis=1) for j in range(3)))
               for (name, call), parts in grouped.items()]
-    return AttentionGradients(result, loss.item(), [g.data for g in found[2 * n:]])
+    return AttentionGradients(result, loss.item(), [g.numpy() for g in found[2 * n:]])
 
 
 def _heads(array: np.ndarray, per_head: bool) -> np.ndarray:

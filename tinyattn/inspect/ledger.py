@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context
+from ..tables import Row, TableReport, shape_text
 from ..tensor import Tensor
 from .graph import graph_nodes
-from .table import Row, TableReport, shape_text
 
 
 @dataclass(frozen=True)
@@ -107,7 +107,7 @@ def _size(nbytes: int) -> str:
 def _arrays(value: Any, path: str) -> Iterator[tuple[str, np.ndarray]]:
     """The arrays inside a saved value (tensors, tuples, lists and dicts opened up)."""
     if isinstance(value, Tensor):
-        value = value.data
+        value = value.numpy()
     if isinstance(value, np.ndarray):
         yield path, value
     elif isinstance(value, (tuple, list)):

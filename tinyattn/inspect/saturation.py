@@ -30,9 +30,9 @@ from ..nn.attention import MultiHeadAttention
 from ..nn.module import Module
 from ..ops.attention import default_scale
 from ..optim import AdamW
+from ..tables import Row, TableReport
 from ..tensor import Tensor
 from .gradients import AttentionGradients, LossFn, attention_gradients, attention_layers
-from .table import Row, TableReport
 
 
 def row_entropy(P: np.ndarray) -> np.ndarray:

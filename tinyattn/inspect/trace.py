@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import autograd
 from ..autograd import Context
+from ..tables import Row, TableReport, array_norm, shape_text
 from ..tensor import Tensor
-from .table import Row, TableReport, shape_text
 
 
 @dataclass(frozen=True)
@@ -56,9 +56,9 @@ class Trace(TableReport):
         row = TraceRow(
             name=ctx.name,
             out_shape=tuple(ctx.out_shape),
-            grad_norm=grad_norm(grad_out),
+            grad_norm=array_norm(grad_out),
             input_shapes=tuple(t.shape for t in ctx.inputs or ()),
-            input_grad_norms=tuple(None if g is None else grad_norm(g) for g in grads_in),
+            input_grad_norms=tuple(None if g is None else array_norm(g) for g in grads_in),
         )
         self.rows.append(row)
         self._by_node[id(ctx)] = row
@@ -95,10 +95,6 @@ class Trace(TableReport):
 
     def __repr__(self) -> str:
         return f"<Trace of {len(self.rows)} ops>"
-
-
-def grad_norm(array: np.ndarray) -> float:
-    return float(np.sqrt(np.sum(np.square(array, dtype=np.float64))))
 
 
 def trace(loss: Tensor, gradient: Any = None, retain_graph: bool = False) -> Trace:

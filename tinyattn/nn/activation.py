@@ -14,8 +14,8 @@ from typing import Any
 from ..functional import gelu, log_softmax, relu, silu, softmax
 from ..functional.activation import GELU_APPROXIMATIONS
 from ..ops import sigmoid, tanh
-from ..ops.validate import check_choice
 from ..tensor import Tensor
+from ..validation import check_choice
 from .module import Module
 
 

@@ -30,9 +30,9 @@ from ..functional.attention import (
 )
 from ..ops import cat, stack
 from ..ops.attention import attention_composed, band_mask, default_scale
-from ..ops.validate import check_choice, check_float, check_int, check_number
 from ..random import draw_seed
-from ..tensor import Tensor
+from ..tensor import Tensor, check_float
+from ..validation import check_choice, check_int, check_number
 from .container import ModuleList
 from .hooks import HookPoint
 from .kv_cache import KVCache
@@ -355,7 +355,7 @@ class MultiHeadAttention(Module):
             allowed = allowed[S - T:]  # (T, S): bottom-right aligned
         if allowed is not None and allowed.all():
             allowed = None  # e.g. one new query that sees every cached key
-        bias = None if self.alibi is None else self.alibi(T, S, dtype).data  # (H, T, S)
+        bias = None if self.alibi is None else self.alibi(T, S, dtype).numpy()  # (H, T, S)
         return with_band_and_bias(mask, allowed, bias, dtype)
 
     @classmethod
@@ -408,12 +408,12 @@ class MultiHeadAttention(Module):
         projections = (self.q_proj, self.k_proj, self.v_proj)
         with torch.no_grad():
             torch_mha.in_proj_weight.copy_(
-                torch.from_numpy(np.concatenate([p.weight.data for p in projections])))
-            torch_mha.out_proj.weight.copy_(torch.from_numpy(self.out_proj.weight.data))
+                torch.from_numpy(np.concatenate([p.weight.numpy() for p in projections])))
+            torch_mha.out_proj.weight.copy_(torch.from_numpy(self.out_proj.weight.numpy()))
             if self.bias:
                 torch_mha.in_proj_bias.copy_(
-                    torch.from_numpy(np.concatenate([p.bias.data for p in projections])))
-                torch_mha.out_proj.bias.copy_(torch.from_numpy(self.out_proj.bias.data))
+                    torch.from_numpy(np.concatenate([p.bias.numpy() for p in projections])))
+                torch_mha.out_proj.bias.copy_(torch.from_numpy(self.out_proj.bias.numpy()))
         return torch_mha.train(self.training)
 
     def extra_repr(self) -> str:

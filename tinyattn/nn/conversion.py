@@ -89,9 +89,9 @@ class ConversionMixin:
             for tensor in (*module._parameters.values(), *module._buffers.values()):
                 if tensor is None or tensor.dtype.kind != "f" or tensor.dtype == dtype:
                     continue
-                tensor.data = tensor.data.astype(dtype)
+                tensor.data = tensor.numpy().astype(dtype)
                 if tensor.grad is not None:
-                    tensor.grad.data = tensor.grad.data.astype(dtype)
+                    tensor.grad.data = tensor.grad.numpy().astype(dtype)
 
     def double(self) -> Module:
         """Convert floating-point parameters and buffers to float64."""

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..functional import dropout
-from ..ops.validate import check_probability
 from ..tensor import Tensor
+from ..validation import check_probability
 from .module import Module
 
 

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from ..autograd import grad as autograd_grad
+from ..tables import array_norm, format_float, html_table, shape_text, text_table
 from ..tensor import Tensor
 from .module import Module
 
@@ -95,15 +96,10 @@ class ActivationCache(dict):
         return bool(self._grads)
 
     def _rows(self) -> list[tuple[str, ...]]:
-        from ..inspect.table import format_float, shape_text
-        from ..inspect.trace import grad_norm
-
-        return [(name, shape_text(value.shape), format_float(grad_norm(self._grads[name].data))
+        return [(name, shape_text(value.shape), format_float(array_norm(self._grads[name].numpy()))
                  if name in self._grads else "-") for name, value in self.items()]
 
     def __str__(self) -> str:
-        from ..inspect.table import text_table
-
         return text_table(("hook point", "shape", "|grad|"), self._rows())
 
     def __repr__(self) -> str:
@@ -111,8 +107,6 @@ class ActivationCache(dict):
         return f"<ActivationCache of {len(self)} hook points{grads}>"
 
     def _repr_html_(self) -> str:
-        from ..inspect.table import html_table
-
         return html_table(("hook point", "shape", "|grad|"), self._rows(), repr(self))
 
 

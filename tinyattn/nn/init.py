@@ -1,6 +1,6 @@
 """Parameter initialisation, in place, with ``torch.nn.init``'s names, defaults, fans and gains.
 
-Every function overwrites ``tensor.data`` in place (keeping its dtype, so views of it such as
+Every function overwrites the tensor's values in place (keeping its dtype, so views of it such as
 a state dict see the new values) and returns the tensor. Random values are drawn from
 :func:`tinyattn.random.generator`, so ``ta.manual_seed`` repeats an initialisation, or from the
 ``generator`` argument (a ``numpy.random.Generator``) when one is given. For a weight of shape
@@ -17,8 +17,8 @@ from collections.abc import Callable
 import numpy as np
 
 from .. import random
-from ..ops.validate import check_number
 from ..tensor import Tensor
+from ..validation import check_number
 
 __all__ = [
     "calculate_gain", "constant_", "kaiming_normal_", "kaiming_uniform_", "normal_", "ones_",
@@ -37,7 +37,7 @@ def _writable(op: str, tensor: Tensor) -> np.ndarray:
     if not isinstance(tensor, Tensor) or tensor.dtype.kind != "f":
         raise TypeError(f"{op}: expected a float Tensor or Parameter, got "
                         f"{type(tensor).__name__} of dtype {getattr(tensor, 'dtype', None)}")
-    return tensor.data
+    return tensor.numpy()
 
 
 def _fill(op: str, tensor: Tensor, values: np.ndarray | float) -> Tensor:

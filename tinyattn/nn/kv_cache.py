@@ -4,8 +4,8 @@ decoding one more token costs one query's attention instead of the whole context
 from __future__ import annotations
 
 from ..ops import cat
-from ..ops.validate import check_int
 from ..tensor import Tensor
+from ..validation import check_int
 
 
 class KVCache:

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 
 from ..functional import linear
-from ..ops.validate import check_int
 from ..tensor import Tensor
+from ..validation import check_int
 from . import init
 from .module import Module, Parameter, check_device, float_dtype
 

@@ -14,14 +14,13 @@ from typing import Any
 
 import numpy as np
 
-from ..ops import validate
-from ..tensor import Tensor
+from ..tensor import Tensor, check_mask
 
 
 def _check_shaped(layer: str, label: str, mask: Any, dtype: np.dtype,
                   *shapes: tuple[int, ...]) -> Tensor:
     """``mask`` as a Tensor, boolean or of the query's ``dtype``, of one of ``shapes``."""
-    mask = validate.check_mask(layer, label, mask, dtype)
+    mask = check_mask(layer, label, mask, dtype)
     if mask.shape not in shapes:
         expected = " or ".join(str(shape) for shape in shapes)
         raise ValueError(f"{layer}: {label} has shape {mask.shape}, expected {expected}")
@@ -48,14 +47,14 @@ def merge_masks(masks: list[Tensor], dtype: np.dtype) -> Tensor:
     """One mask in the convention of ``scaled_dot_product_attention`` from masks in the layer
     convention (boolean True = NOT allowed, float = added); they broadcast together."""
     if all(mask.dtype == np.bool_ for mask in masks):
-        blocked = masks[0].data
+        blocked = masks[0].numpy()
         for mask in masks[1:]:
-            blocked = blocked | mask.data
+            blocked = blocked | mask.numpy()
         return Tensor(~blocked)  # True = may attend
     merged = None
     for mask in masks:
         if mask.dtype == np.bool_:
-            mask = Tensor(np.where(mask.data, -np.inf, 0.0).astype(dtype))
+            mask = Tensor(np.where(mask.numpy(), -np.inf, 0.0).astype(dtype))
         merged = mask if merged is None else merged + mask
     return merged
 
@@ -70,12 +69,12 @@ def with_band_and_bias(mask: Tensor | None, allowed: np.ndarray | None,
         if mask is None:
             return Tensor(allowed)
         if mask.dtype == np.bool_:
-            return Tensor(mask.data & allowed)
+            return Tensor(mask.numpy() & allowed)
         return mask + Tensor(np.where(allowed, 0.0, -np.inf).astype(dtype))
     if allowed is not None:
         bias = np.where(allowed, bias, -np.inf).astype(dtype)
     if mask is None:
         return Tensor(bias)
     if mask.dtype == np.bool_:
-        return Tensor(np.where(mask.data, bias, -np.inf).astype(dtype))
+        return Tensor(np.where(mask.numpy(), bias, -np.inf).astype(dtype))
     return mask + Tensor(bias)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from ..functional import silu
-from ..ops.validate import check_int
 from ..tensor import Tensor
+from ..validation import check_int
 from .linear import Linear
 from .module import Module
 

@@ -454,7 +454,7 @@ class Module(ConversionMixin, StateDictMixin):
             if set_to_none:
                 param.grad = None
             else:
-                param.grad.data[...] = 0
+                param.grad.numpy()[...] = 0
 
     # ---- printing ---------------------------------------------------------------------------
     def extra_repr(self) -> str:

@@ -20,8 +20,8 @@ import numpy as np
 from ..functional import linear, scaled_dot_product_attention
 from ..functional.dropout import check_probability
 from ..ops import cat
-from ..ops.validate import check_int
 from ..tensor import Tensor
+from ..validation import check_int
 from . import init
 from .attention import MultiHeadAttention
 from .linear import Linear
@@ -42,7 +42,7 @@ def _pad_columns(mask: Tensor, count: int) -> Tensor:
     """``mask`` with ``count`` more key columns that block nothing (False, or 0 added)."""
     padding = np.zeros(mask.shape[:-1] + (count,), dtype=mask.dtype)
     if mask.dtype == np.bool_:
-        return Tensor(np.concatenate([mask.data, padding], axis=-1))
+        return Tensor(np.concatenate([mask.numpy(), padding], axis=-1))
     return cat([mask, Tensor(padding)], dim=-1)  # a float mask may carry a gradient
 
 
@@ -309,11 +309,11 @@ class MultiheadAttention(Module):
         projections = (layer.q_proj, layer.k_proj, layer.v_proj)
         packed = cls(layer.embed_dim, layer.num_heads, dropout=layer.dropout, bias=layer.bias,
                      batch_first=batch_first, dtype=layer.q_proj.weight.dtype)
-        state = {"in_proj_weight": np.concatenate([p.weight.data for p in projections]),
-                 "out_proj.weight": layer.out_proj.weight.data}
+        state = {"in_proj_weight": np.concatenate([p.weight.numpy() for p in projections]),
+                 "out_proj.weight": layer.out_proj.weight.numpy()}
         if layer.bias:
-            state["in_proj_bias"] = np.concatenate([p.bias.data for p in projections])
-            state["out_proj.bias"] = layer.out_proj.bias.data
+            state["in_proj_bias"] = np.concatenate([p.bias.numpy() for p in projections])
+            state["out_proj.bias"] = layer.out_proj.bias.numpy()
         packed.load_state_dict(state)
         return packed.train(layer.training)
 
@@ -345,13 +345,13 @@ class MultiheadAttention(Module):
                                       bias=bias)
         separate.to(self.in_proj_weight.dtype)
         C = self.embed_dim
-        state = {"out_proj.weight": self.out_proj.weight.data}
+        state = {"out_proj.weight": self.out_proj.weight.numpy()}
         for index, role in enumerate(("q_proj", "k_proj", "v_proj")):
             rows = slice(index * C, (index + 1) * C)
-            state[f"{role}.weight"] = self.in_proj_weight.data[rows]
+            state[f"{role}.weight"] = self.in_proj_weight.numpy()[rows]
             if bias:
-                state[f"{role}.bias"] = self.in_proj_bias.data[rows]
+                state[f"{role}.bias"] = self.in_proj_bias.numpy()[rows]
         if bias:
-            state["out_proj.bias"] = self.out_proj.bias.data
+            state["out_proj.bias"] = self.out_proj.bias.numpy()
         separate.load_state_dict(state)
         return separate.train(self.training)

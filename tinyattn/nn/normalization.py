@@ -8,8 +8,8 @@ import numpy as np
 
 from ..functional import layer_norm
 from ..functional.normalization import normalized_shape_tuple
-from ..ops.validate import check_number
 from ..tensor import Tensor
+from ..validation import check_number
 from .module import Module, Parameter
 
 

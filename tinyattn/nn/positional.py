@@ -15,8 +15,8 @@ from ..functional.positional import (
     check_rotary_input,
     rotary_angles,
 )
-from ..ops.validate import check_int, check_number
 from ..tensor import Tensor
+from ..validation import check_int, check_number
 from .module import Module
 
 

@@ -8,8 +8,8 @@ import numpy as np
 
 from ..functional import embedding
 from ..functional.sparse import normalize_padding_idx
-from ..ops.validate import check_int
 from ..tensor import Tensor
+from ..validation import check_int
 from . import init
 from .module import Module, Parameter, check_device, float_dtype
 
@@ -47,7 +47,7 @@ class Embedding(Module):
         """Draw the table from N(0, 1) again, with the padding row zeroed."""
         init.normal_(self.weight)
         if self.padding_idx is not None:
-            self.weight.data[self.padding_idx] = 0.0
+            self.weight.numpy()[self.padding_idx] = 0.0
 
     def forward(self, input: Tensor) -> Tensor:
         return embedding(input, self.weight, self.padding_idx)

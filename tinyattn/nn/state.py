@@ -121,8 +121,8 @@ class StateDictMixin:
                              + "\n  ".join(problems))
         for key, array in arrays.items():
             target = own[key]
-            if target.data.flags.writeable:
-                np.copyto(target.data, array, casting="unsafe")
+            if target.numpy().flags.writeable:
+                np.copyto(target.numpy(), array, casting="unsafe")
             else:
                 target.data = array.astype(target.dtype, copy=True)
         return IncompatibleKeys(missing, unexpected)
@@ -133,14 +133,14 @@ class StateDictMixin:
         An interrupted save never leaves a half-written file in place of a good checkpoint;
         :func:`tinyattn.nn.load` reads it back without unpickling anything.
         """
-        save_arrays(path, {name: tensor.data for name, tensor in self._named_state()})
+        save_arrays(path, {name: tensor.numpy() for name, tensor in self._named_state()})
 
 
 def _as_array(value: Any) -> tuple[np.ndarray | None, str | None]:
     """``value`` (Tensor, ndarray, PyTorch tensor, nested lists) as a numeric array, or the
     reason it is not one."""
     if isinstance(value, Tensor):
-        value = value.data
+        value = value.numpy()
     elif callable(getattr(value, "detach", None)):
         value = value.detach()  # a PyTorch tensor that requires grad has no __array__
     try:

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from ..functional.activation import GELU_APPROXIMATIONS
-from ..ops.validate import check_choice
 from ..tensor import Tensor
+from ..validation import check_choice
 from .activation import GELU
 from .attention import MultiHeadAttention
 from .container import Sequential

@@ -8,8 +8,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..ops.validate import check_number
 from ..tensor import Tensor
+from ..validation import check_number
 
 
 def _vector_norm(array: np.ndarray, norm_type: float) -> np.floating:
@@ -32,7 +32,7 @@ def _tensors(op: str, parameters: Tensor | Iterable[Tensor]) -> list[Tensor]:
 
 def _float_grads(op: str, params: list[Tensor]) -> list[np.ndarray]:
     """The gradient arrays of the parameters that have one (all float, or a TypeError)."""
-    grads = [param.grad.data for param in params if param.grad is not None]
+    grads = [param.grad.numpy() for param in params if param.grad is not None]
     for grad in grads:
         if grad.dtype.kind != "f":
             raise TypeError(f"{op}: gradients must be float arrays, got dtype {grad.dtype}")

@@ -12,9 +12,12 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context, Function
-from ..tensor import Tensor
+from ..creation import zeros_like
+from ..errors import DTypeError
+from ..tensor import Tensor, from_numpy
+from ..validation import broadcast_shapes, is_number
+from .notation import operand, scaled_or_elementwise, summed_to_input
 from .operands import operands
-from .validate import DTypeError, broadcast_shapes, is_number
 
 
 class Add(Function):
@@ -23,154 +26,148 @@ class Add(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a + b
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        return from_numpy(a.numpy() + b.numpy())
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
         return grad, grad
 
-    differentiable_backward = backward  # linear in g: the same code runs on tensors
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return summed_to_input(node, slot, g)
 
 
 class Sub(Function):
-    """``out = a - b``; ``da = g``, ``db = -g``."""
+    """``out = a − b``; ``da = g``, ``db = −g``."""
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-        return a - b
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
+        return from_numpy(a.numpy() - b.numpy())
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any, Any]:
-        return grad, -grad
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor | None]:
+        return grad, (-grad if ctx.needs_input_grad[1] else None)
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return summed_to_input(node, slot, g if slot == 0 else f"−{operand(g)}")
 
 
 class Mul(Function):
-    """``out = a * b``; chain rule: ``da = g * b``, ``db = g * a``."""
+    """``out = a ⊙ b``; chain rule: ``da = g ⊙ b``, ``db = g ⊙ a``."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         need_a, need_b = ctx.needs_input_grad
         ctx.save_for_backward(a if need_b else None, b if need_a else None)
-        return a * b
+        return from_numpy(a.numpy() * b.numpy())
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        a, b = ctx.saved
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a, b = ctx.saved_tensors
         return (grad * b if b is not None else None, grad * a if a is not None else None)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        a, b = ctx.inputs
-        need_a, need_b = ctx.needs_input_grad
-        return (grad * b if need_a else None, grad * a if need_b else None)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return summed_to_input(node, slot, scaled_or_elementwise(node, slot, g, x[1 - slot]))
 
 
 class Div(Function):
-    """``out = a / b``; ``da = g / b``, ``db = -g * a / b²``."""
+    """``out = a / b``; ``da = g / b``, ``db = −g ⊙ a / b²``."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         ctx.save_for_backward(a if ctx.needs_input_grad[1] else None, b)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return a / b
+            return from_numpy(a.numpy() / b.numpy())
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        a, b = ctx.saved
-        with np.errstate(divide="ignore", invalid="ignore"):
-            da = grad / b if ctx.needs_input_grad[0] else None
-            db = -grad * a / (b * b) if ctx.needs_input_grad[1] else None
-        return da, db
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        a, b = ctx.inputs
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a, b = ctx.saved_tensors
         need_a, need_b = ctx.needs_input_grad
         return (grad / b if need_a else None, -grad * a / (b * b) if need_b else None)
 
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 0:
+            return summed_to_input(node, 0, f"{operand(g)} / {operand(x[1])}")
+        return summed_to_input(node, 1, f"−{operand(g)} ⊙ {operand(x[0])} / {operand(x[1])}²")
+
 
 class Neg(Function):
-    """``out = -a``; ``da = -g``."""
+    """``out = −a``; ``da = −g``."""
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray) -> np.ndarray:
-        return -a
+    def forward(ctx: Context, a: Tensor) -> Tensor:
+        return from_numpy(-a.numpy())
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        return (-grad,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return -grad
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"−{operand(g)}"
 
 
 class PowScalar(Function):
-    """``out = a ** p`` for a constant ``p``; ``da = g * p * a ** (p - 1)`` (0 when ``p = 0``)."""
+    """``out = a^p`` for a constant ``p``; ``da = g ⊙ p · a^(p−1)`` (0 when ``p = 0``)."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, exponent: float) -> np.ndarray:
-        ctx.save_for_backward(a, exponent)
+    def forward(ctx: Context, a: Tensor, exponent: float) -> Tensor:
+        ctx.save_for_backward(a)
+        ctx.exponent = exponent
         with np.errstate(divide="ignore", invalid="ignore"):
-            return a**exponent
+            return from_numpy(a.numpy() ** exponent)
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        a, exponent = ctx.saved
-        if exponent == 0:
-            return (np.zeros_like(grad),)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (grad * exponent * a ** (exponent - 1),)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        (a,) = ctx.saved_tensors
+        if ctx.exponent == 0:
+            return zeros_like(grad), None
+        return grad * ctx.exponent * a ** (ctx.exponent - 1), None
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (a,) = ctx.inputs
-        exponent = ctx.saved[1]
-        if exponent == 0:
-            return (grad * 0.0,)
-        return (grad * exponent * pow(a, exponent - 1),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        p = node.inputs[1]
+        return f"{operand(g)} ⊙ {p:g} · {operand(x[0])}^{p - 1:g}"
 
 
 class Pow(Function):
-    """``out = a ** b`` for tensors.
+    """``out = a^b`` for tensors.
 
-    ``da = g · b · a^(b−1)`` (0 where ``b = 0``), ``db = g · a^b · ln a`` (0 where ``a = 0`` and
+    ``da = g ⊙ b ⊙ a^(b−1)`` (0 where ``b = 0``), ``db = g ⊙ a^b ⊙ ln a`` (0 where ``a = 0`` and
     ``b ≥ 0``: the limit of ``a^b ln a``), as PyTorch.
     """
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         with np.errstate(divide="ignore", invalid="ignore"):
-            out = a**b
+            out = from_numpy(a.numpy() ** b.numpy())
         ctx.save_for_backward(a, b, out if ctx.needs_input_grad[1] else None)
         return out
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        a, b, out = ctx.saved
-        zero = np.zeros((), grad.dtype)
-        da = db = None
-        with np.errstate(divide="ignore", invalid="ignore"):
-            if ctx.needs_input_grad[0]:
-                da = np.where(b == 0, zero, grad * b * a ** (b - 1))
-            if ctx.needs_input_grad[1]:
-                db = grad * np.where((a == 0) & (b >= 0), zero, out * np.log(a))
-        return da, db
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
         from .masking import where
         from .unary import log
 
-        a, b = ctx.inputs
-        needs_da, needs_db = ctx.needs_input_grad
-        return (where(b == 0, 0.0, grad * b * pow(a, b - 1)) if needs_da else None,
-                grad * where((a == 0) & (b >= 0), 0.0, pow(a, b) * log(a)) if needs_db else None)
+        a, b, out = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        da = where(b == 0, 0.0, grad * b * a ** (b - 1)) if need_a else None
+        db = grad * where((a == 0) & (b >= 0), 0.0, out * log(a)) if need_b else None
+        return da, db
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 0:
+            return summed_to_input(node, 0, f"{operand(g)} ⊙ {x[1]} ⊙ {x[0]}^({x[1]} − 1)")
+        return summed_to_input(node, 1, f"{operand(g)} ⊙ {out} ⊙ ln {x[0]}")
 
 
 def _is_bool(value: Any) -> bool:
@@ -178,6 +175,16 @@ def _is_bool(value: Any) -> bool:
 
 
 def _binary(fn: type[Function], name: str, a: Any, b: Any, floating: bool = False) -> Tensor:
+    """Apply the binary op ``fn`` after PyTorch's promotion and a broadcast check."""
+    if isinstance(a, Tensor):
+        kind = a._data.dtype.kind
+        if kind == "f" and (isinstance(b, Tensor) and b._data.dtype == a._data.dtype or
+                            type(b) is float or type(b) is int):
+            if not isinstance(b, Tensor):  # a Python number takes the tensor's dtype
+                b = Tensor._from_op(np.asarray(b, a._data.dtype), None)
+            elif a._data.shape != b._data.shape:
+                broadcast_shapes(name, a._data.shape, b._data.shape)
+            return fn.apply(a, b)
     if fn is Sub and (_is_bool(a) or _is_bool(b)):
         raise DTypeError("sub: subtraction, the `-` operator, with a bool tensor is not "
                          "supported; use the `^` or logical_xor() operator instead")
@@ -221,8 +228,8 @@ def div(input: Any, other: Any, rounding_mode: str | None = None) -> Tensor:
     if rounding_mode == "trunc":
         a, b = operands("div", input, other)
         with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.trunc(a.data / b.data) if a.dtype.kind == "f" else \
-                np.fix(np.true_divide(a.data, b.data)).astype(a.dtype)
+            q = np.trunc(a.numpy() / b.numpy()) if a.dtype.kind == "f" else \
+                np.fix(np.true_divide(a.numpy(), b.numpy())).astype(a.dtype)
         return Tensor(q.astype(a.dtype, copy=False))
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
@@ -245,9 +252,9 @@ def pow(input: Any, exponent: Any) -> Tensor:
             if exponent < 0:
                 raise DTypeError("pow: integers to negative integer powers are not allowed")
             base = input if input.dtype.kind != "b" else input.to(np.int64)
-            return Tensor(base.data**exponent)
+            return Tensor(base.numpy()**exponent)
         base = input if input.dtype.kind == "f" else input.to(np.float32)
-        return PowScalar.apply(base, exponent=exponent)
+        return PowScalar.apply(base, exponent)
     if _is_bool(input) and _is_bool(exponent):
         raise DTypeError("pow: a bool to a bool power is not supported (PyTorch has no bool pow)")
     a, b = operands("pow", input, exponent)
@@ -255,7 +262,7 @@ def pow(input: Any, exponent: Any) -> Tensor:
     if a.dtype.kind in "iub":
         if a.dtype.kind == "b":
             a, b = a.to(np.int64), b.to(np.int64)
-        return Tensor(_integer_power(a.data, b.data))
+        return Tensor(_integer_power(a.numpy(), b.numpy()))
     return Pow.apply(a, b)
 
 
@@ -273,12 +280,12 @@ class FloorDivide(Function):
     """``y = floor(a / b)``: piecewise constant, and, as in PyTorch, without a derivative."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.floor_divide(a, b)
+            return from_numpy(np.floor_divide(a.numpy(), b.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[None, None]:
+    def backward(ctx: Context, grad: Tensor) -> tuple[None, None]:
         raise RuntimeError("floor_divide: the derivative of floor_divide is not implemented "
                            "(it is zero almost everywhere; PyTorch refuses it too)")
 
@@ -287,27 +294,22 @@ class Remainder(Function):
     """``y = a − b · floor(a / b)`` (the sign of ``b``); ``da = g``, ``db = −g · floor(a / b)``."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         with np.errstate(divide="ignore", invalid="ignore"):
-            quotient = np.floor_divide(a, b)
-        ctx.save_for_backward(quotient)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.remainder(a, b)
+            quotient = from_numpy(np.floor_divide(a.numpy(), b.numpy()))
+            ctx.save_for_backward(quotient)
+            return from_numpy(np.remainder(a.numpy(), b.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        (quotient,) = ctx.saved
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
+        (quotient,) = ctx.saved_tensors
         return grad, -grad * quotient
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
-        return grad, -grad * Tensor(ctx.saved[0])
 
 
 def _check_divisor(op: str, a: Tensor, b: Tensor) -> None:
     if a.dtype.kind == "b":
         raise DTypeError(f"{op}: bool tensors are not supported")
-    if a.dtype.kind in "iu" and (b.data == 0).any():
+    if a.dtype.kind in "iu" and (b.numpy() == 0).any():
         raise ZeroDivisionError(f"{op}: integer division by zero")
 
 

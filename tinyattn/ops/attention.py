@@ -81,7 +81,7 @@ def attention_composed(q: Tensor, k: Tensor, v: Tensor, attn_mask: Tensor | None
     scores = matmul(q, k.transpose(-2, -1)) * scale  # (..., H, T, S)
     allowed = band_mask(T, S, is_causal, window_size)
     if attn_mask is not None and attn_mask.dtype == np.bool_:
-        allowed = attn_mask.data if allowed is None else allowed & attn_mask.data
+        allowed = attn_mask.numpy() if allowed is None else allowed & attn_mask.numpy()
     elif attn_mask is not None:
         scores = scores + attn_mask
     if allowed is not None:

@@ -13,9 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context, Function
-from ..tensor import Tensor
+from ..tensor import Tensor, check_tensor
+from ..validation import broadcast_shapes
 from .operands import operands
-from .validate import broadcast_shapes, check_tensor
 
 
 def _comparison(op: str, ufunc: np.ufunc, symbol: str) -> Callable[[Any, Any], Tensor]:
@@ -24,7 +24,7 @@ def _comparison(op: str, ufunc: np.ufunc, symbol: str) -> Callable[[Any, Any], T
     def compare(input: Any, other: Any) -> Tensor:
         a, b = operands(op, input, other)
         broadcast_shapes(op, a.shape, b.shape)
-        return Tensor(np.asarray(ufunc(a.data, b.data)))
+        return Tensor(np.asarray(ufunc(a.numpy(), b.numpy())))
 
     compare.__name__ = compare.__qualname__ = op
     compare.__doc__ = f"Elementwise ``input {symbol} other``."
@@ -48,29 +48,29 @@ def logical_op(kind: str, input: Any, other: Any) -> Tensor:
         check_tensor("invert", "input", input)
         if input.dtype.kind == "f":
             raise TypeError(f"invert: ~ needs a bool or integer tensor, got dtype {input.dtype}")
-        return Tensor(np.logical_not(input.data) if input.dtype.kind == "b" else
-                      np.invert(input.data))
+        return Tensor(np.logical_not(input.numpy()) if input.dtype.kind == "b" else
+                      np.invert(input.numpy()))
     a, b = operands(kind, input, other)
     if a.dtype.kind == "f":
         raise TypeError(f"bitwise {kind} is not defined for floating point dtype {a.dtype}")
     broadcast_shapes(kind, a.shape, b.shape)
     logical, bitwise = _LOGICAL[kind]
-    return Tensor(np.asarray((logical if a.dtype.kind == "b" else bitwise)(a.data, b.data)))
+    return Tensor(np.asarray((logical if a.dtype.kind == "b" else bitwise)(a.numpy(), b.numpy())))
 
 
 def logical_not(input: Tensor) -> Tensor:
     """Elementwise ``not`` (nonzero counts as True)."""
-    return Tensor(np.logical_not(input.data))
+    return Tensor(np.logical_not(input.numpy()))
 
 
 def logical_and(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise ``and`` (nonzero counts as True)."""
-    return Tensor(np.logical_and(input.data, other.data))
+    return Tensor(np.logical_and(input.numpy(), other.numpy()))
 
 
 def logical_or(input: Tensor, other: Tensor) -> Tensor:
     """Elementwise ``or`` (nonzero counts as True)."""
-    return Tensor(np.logical_or(input.data, other.data))
+    return Tensor(np.logical_or(input.numpy(), other.numpy()))
 
 
 class Maximum(Function):
@@ -109,7 +109,7 @@ def _extreme(op: str, input: Any, other: Any, largest: bool) -> Tensor:
     a, b = operands(op, input, other)
     broadcast_shapes(op, a.shape, b.shape)
     if a.dtype.kind in "iub":
-        return Tensor(np.maximum(a.data, b.data) if largest else np.minimum(a.data, b.data))
+        return Tensor(np.maximum(a.numpy(), b.numpy()) if largest else np.minimum(a.numpy(), b.numpy()))
     return Maximum.apply(a, b, largest=largest)
 
 
@@ -127,7 +127,7 @@ def isclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8
             equal_nan: bool = False) -> Tensor:
     """Elementwise ``|input − other| <= atol + rtol·|other|``."""
     a, b = operands("isclose", input, other)
-    return Tensor(np.isclose(a.data, b.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return Tensor(np.isclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def allclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-8,
@@ -135,27 +135,27 @@ def allclose(input: Tensor, other: Tensor, rtol: float = 1e-5, atol: float = 1e-
     """Whether :func:`isclose` holds everywhere (shapes broadcast)."""
     a, b = operands("allclose", input, other)
     broadcast_shapes("allclose", a.shape, b.shape)
-    return bool(np.allclose(a.data, b.data, rtol=rtol, atol=atol, equal_nan=equal_nan))
+    return bool(np.allclose(a.numpy(), b.numpy(), rtol=rtol, atol=atol, equal_nan=equal_nan))
 
 
 def equal(input: Tensor, other: Tensor) -> bool:
     """Whether the two tensors have the same shape and elements."""
-    return input.shape == other.shape and bool(np.array_equal(input.data, other.data))
+    return input.shape == other.shape and bool(np.array_equal(input.numpy(), other.numpy()))
 
 
 def isnan(input: Tensor) -> Tensor:
     """Elementwise ``x != x``."""
-    return Tensor(np.isnan(input.data) if input.dtype.kind == "f" else
+    return Tensor(np.isnan(input.numpy()) if input.dtype.kind == "f" else
                   np.zeros(input.shape, bool))
 
 
 def isinf(input: Tensor) -> Tensor:
     """Elementwise ``|x| == inf``."""
-    return Tensor(np.isinf(input.data) if input.dtype.kind == "f" else
+    return Tensor(np.isinf(input.numpy()) if input.dtype.kind == "f" else
                   np.zeros(input.shape, bool))
 
 
 def isfinite(input: Tensor) -> Tensor:
     """Elementwise: neither NaN nor infinite."""
-    return Tensor(np.isfinite(input.data) if input.dtype.kind == "f" else
+    return Tensor(np.isfinite(input.numpy()) if input.dtype.kind == "f" else
                   np.ones(input.shape, bool))

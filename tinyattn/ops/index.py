@@ -20,17 +20,11 @@ import numpy as np
 
 from .. import dtypes
 from ..autograd import Context, Function
-from ..tensor import Tensor
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor, check_tensor
+from ..validation import broadcast_shapes, check_int, normalize_dim
 from .masking import masked_fill, tril, triu, where
 from .operands import to_dtype
-from .validate import (
-    DTypeError,
-    ShapeError,
-    broadcast_shapes,
-    check_int,
-    check_tensor,
-    normalize_dim,
-)
 
 __all__ = ["GetItem", "Index", "IndexPut", "Cat", "Stack", "TopK", "cat", "gather", "getitem",
            "index_put", "index_select", "masked_fill", "parse_index", "setitem", "stack",
@@ -68,7 +62,7 @@ class Index:
 def _component(value: Any) -> Any:
     """One component of an index, as numpy understands it; floats are refused."""
     if isinstance(value, Tensor):
-        value = value.data
+        value = value.numpy()
     if isinstance(value, (list, tuple)):
         value = np.asarray(value)
         if value.size == 0:
@@ -270,7 +264,7 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     ``index`` has the same number of dims as ``input`` and no larger size outside ``dim``.
     """
     axis = normalize_dim("gather", dim, input.ndim)
-    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    idx = index.numpy() if isinstance(index, Tensor) else np.asarray(index)
     if idx.dtype.kind not in "iu" or idx.ndim != input.ndim:
         raise DTypeError(f"gather: index must be an integer tensor with {input.ndim} dims, "
                            f"got dtype {idx.dtype} and shape {idx.shape}")
@@ -289,7 +283,7 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
     """The entries at the integer ``index`` (1-D) along ``dim``, as ``torch.index_select``."""
     axis = normalize_dim("index_select", dim, input.ndim)
-    idx = index.data if isinstance(index, Tensor) else np.asarray(index)
+    idx = index.numpy() if isinstance(index, Tensor) else np.asarray(index)
     if idx.ndim > 1 or idx.dtype.kind not in "iu":
         raise DTypeError(f"index_select: index must be a 1-D integer tensor, got dtype "
                          f"{idx.dtype} and shape {idx.shape}")
@@ -360,7 +354,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
         raise ShapeError(f"topk: k ({k}) is larger than the size {size} of dim {dim}")
     if input.ndim == 0:
         return TopK(input, Tensor(np.zeros((), np.int64)))
-    data = input.data
+    data = input.numpy()
     key = -data if largest else data
     if data.dtype.kind == "f":  # NaN counts as the largest, as in PyTorch
         key = np.where(np.isnan(data), -np.inf if largest else np.inf, key)

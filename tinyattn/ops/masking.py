@@ -12,9 +12,10 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context, Function
-from ..tensor import Tensor
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor, check_tensor
+from ..validation import broadcast_shapes, check_int
 from .operands import operands
-from .validate import DTypeError, ShapeError, broadcast_shapes, check_int, check_tensor
 
 
 class Where(Function):
@@ -78,7 +79,7 @@ class Triangle(Function):
 
 
 def _bool_mask(op: str, mask: Any) -> np.ndarray:
-    array = mask.data if isinstance(mask, Tensor) else np.asarray(mask)
+    array = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
     if array.dtype != np.bool_:
         raise DTypeError(f"{op}: the mask/condition must be a boolean tensor, got dtype "
                            f"{array.dtype}")

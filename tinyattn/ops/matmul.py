@@ -9,9 +9,12 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Context, Function
+from ..errors import DTypeError, ShapeError
 from ..kernels.matmul import matmul as matmul_kernel
-from ..tensor import Tensor
-from .validate import DTypeError, ShapeError, broadcast_shapes, check_same_dtype, check_tensor
+from ..tables import shape_text
+from ..tensor import Tensor, check_tensor, from_numpy
+from ..validation import broadcast_shapes, check_same_dtype
+from .notation import factor, right, transpose
 
 
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -29,59 +32,47 @@ class MatMul(Function):
     """
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor) -> Tensor:
         need_a, need_b = ctx.needs_input_grad
-        ctx.save_for_backward(a if need_b else None, b if need_a else None, a.ndim == 1,
-                              b.ndim == 1)
-        a2 = a[None, :] if a.ndim == 1 else a  # (1, K) or (..., M, K)
-        b2 = b[:, None] if b.ndim == 1 else b  # (K, 1) or (..., K, N)
-        out = product(a2, b2)
-        if b.ndim == 1:
+        ctx.save_for_backward(a if need_b else None, b if need_a else None)
+        x, y = a.numpy(), b.numpy()
+        out = product(x[None, :] if x.ndim == 1 else x,  # (1, K) or (..., M, K)
+                      y[:, None] if y.ndim == 1 else y)  # (K, 1) or (..., K, N)
+        if y.ndim == 1:
             out = out[..., 0]
-        if a.ndim == 1:
-            out = out[..., 0, :] if b.ndim != 1 else out[..., 0]
-        return out
+        if x.ndim == 1:
+            out = out[..., 0, :] if y.ndim != 1 else out[..., 0]
+        return from_numpy(out)
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        a, b, a_vec, b_vec = ctx.saved
-        if b_vec:
-            grad = grad[..., None]  # (..., M, 1)
-        if a_vec:
-            grad = np.expand_dims(grad, -2)  # (..., 1, N)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        a, b = ctx.saved_tensors
+        a_row, b_column = ctx.inputs[0].ndim == 1, ctx.inputs[1].ndim == 1
+        if b_column:
+            grad = grad.unsqueeze(-1)  # (..., M, 1)
+        if a_row:
+            grad = grad.unsqueeze(-2)  # (..., 1, N)
         da = db = None
         if b is not None:
-            b2 = b[:, None] if b_vec else b
-            da = product(grad, np.swapaxes(b2, -1, -2))
-            if a_vec:
-                da = da.reshape(-1 if da.size else 0, da.shape[-1]).sum(axis=0)
+            da = matmul(grad, (b.unsqueeze(-1) if b_column else b).mT)  # (..., M, K)
+            if a_row:
+                da = da.reshape(-1, da.shape[-1]).sum(0)  # (K,)
         if a is not None:
-            a2 = a[None, :] if a_vec else a
-            db = product(np.swapaxes(a2, -1, -2), grad)
-            if b_vec:
-                db = db.reshape(-1 if db.size else 0, db.shape[-2], 1).sum(axis=0)[:, 0]
+            db = matmul((a.unsqueeze(0) if a_row else a).mT, grad)  # (..., K, N)
+            if b_column:
+                db = db.reshape(-1, db.shape[-2]).sum(0) if db.ndim > 2 else db.squeeze(-1)
         return da, db
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        a, b = ctx.inputs
-        need_a, need_b = ctx.needs_input_grad
-        a2 = a.unsqueeze(0) if a.ndim == 1 else a
-        b2 = b.unsqueeze(-1) if b.ndim == 1 else b
-        if b.ndim == 1:
-            grad = grad.unsqueeze(-1)
-        if a.ndim == 1:
-            grad = grad.unsqueeze(-2)
-        da = db = None
-        if need_a:
-            da = matmul(grad, b2.transpose(-1, -2))
-            if a.ndim == 1:
-                da = da.reshape(-1, da.shape[-1]).sum(0)
-        if need_b:
-            db = matmul(a2.transpose(-1, -2), grad)
-            if b.ndim == 1:
-                db = db.reshape(-1, db.shape[-2], 1).sum(0).squeeze(-1)
-        return da, db
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        shape, out_shape = node.inputs[slot].shape, tuple(node.out_shape)
+        if slot == 0:
+            expr = f"{factor(g)} · {transpose(x[1])}"
+        else:
+            expr = f"{transpose(x[0])} · {right(g)}"
+        broadcast = len(shape) > 2 and shape[:-2] != out_shape[:-2] or len(shape) == 2 < len(
+            out_shape)
+        return f"sum_to({expr}, {shape_text(shape)})" if broadcast else expr
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:

@@ -16,8 +16,9 @@ import numpy as np
 
 from .. import dtypes
 from ..autograd import Context, Function
-from ..tensor import Tensor
-from .validate import DTypeError, ShapeError, check_tensor, normalize_dim, normalize_dims
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor, check_tensor
+from ..validation import normalize_dim, normalize_dims
 
 Dims = int | Sequence[int] | None
 
@@ -247,13 +248,13 @@ def _arg_extremum(op: str, input: Tensor, dim: int | None, keepdim: bool,
     find = np.argmax if largest else np.argmin
     if dim is None:
         _nonempty(op, input, tuple(range(input.ndim)))
-        flat = np.asarray(find(input.data), dtype=np.int64)
+        flat = np.asarray(find(input.numpy()), dtype=np.int64)
         return flat.reshape((1,) * input.ndim) if keepdim else flat
     axis = normalize_dim(op, dim, input.ndim)
     if input.ndim == 0:
         return np.zeros((), np.int64)
     _nonempty(op, input, (axis,))
-    data = input.data
+    data = input.numpy()
     if data.dtype.kind == "f" and np.isnan(data).any():  # PyTorch: a NaN is the extremum
         data = np.where(np.isnan(data), np.inf if largest else -np.inf, data)
     return find(data, axis=axis, keepdims=keepdim).astype(np.int64)
@@ -310,7 +311,7 @@ def logsumexp(input: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
                                  normalize_dims("logsumexp", dim, input.ndim)):
         return log(sum(exp(input), dim, keepdim))  # an empty sum: log 0 = −inf
     shift = amax(input, dim, keepdim=True).detach()
-    shift = Tensor(np.where(np.isfinite(shift.data), shift.data, 0).astype(shift.dtype))
+    shift = Tensor(np.where(np.isfinite(shift.numpy()), shift.numpy(), 0).astype(shift.dtype))
     total = sum(exp(input - shift), dim, keepdim=True)
     out = log(total) + shift
     return out if keepdim else out.squeeze(normalize_dims("logsumexp", dim, input.ndim))
@@ -321,10 +322,10 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     (summing ``weights`` instead of counting when given), as ``torch.bincount``."""
     check_tensor("bincount", "input", input)
     if input.ndim != 1 or input.dtype.kind not in "iu" or (input.numel() and
-                                                           input.data.min() < 0):
+                                                           input.numpy().min() < 0):
         raise DTypeError(f"bincount: expected a 1-D tensor of non-negative integers, got "
                          f"dtype {input.dtype} and shape {input.shape}")
-    counts = np.bincount(input.data, None if weights is None else weights.data,
+    counts = np.bincount(input.numpy(), None if weights is None else weights.numpy(),
                          minlength=minlength)
     return Tensor(counts if weights is not None else counts.astype(np.int64))
 

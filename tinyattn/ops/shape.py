@@ -15,8 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context, Function
-from ..tensor import Tensor
-from .validate import DTypeError, ShapeError, check_int, check_tensor, normalize_dim, shape_arg
+from ..errors import DTypeError, ShapeError
+from ..tensor import Tensor, check_tensor
+from ..validation import check_int, normalize_dim, shape_arg
 
 
 class Reshape(Function):
@@ -147,7 +148,7 @@ def view(input: Tensor, *shape: Any) -> Tensor:
         raise TypeError(f"view: expected a shape, got {shape[0]!r} (view(dtype) is not "
                         "supported; use .to(dtype))")
     target = _resolve_shape("view", input, shape_arg("view", shape))
-    probe = input.data.view()
+    probe = input.numpy().view()
     try:
         probe.shape = target
     except AttributeError:
@@ -283,7 +284,7 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor, dim: int | None = No
     if dim is None:
         input, dim = reshape(input, -1), 0
     axis = normalize_dim("repeat_interleave", dim, input.ndim)
-    counts = repeats.data if isinstance(repeats, Tensor) else np.asarray(repeats)
+    counts = repeats.numpy() if isinstance(repeats, Tensor) else np.asarray(repeats)
     if counts.dtype.kind not in "iu" or (counts.ndim and counts.shape != (input.shape[axis],)):
         raise DTypeError(f"repeat_interleave: repeats must be an int or an integer tensor "
                            f"of size {input.shape[axis]}, got {repeats!r}")
@@ -295,7 +296,7 @@ def repeat_interleave(input: Tensor, repeats: int | Tensor, dim: int | None = No
 
 def contiguous(input: Tensor) -> Tensor:
     """``input`` itself when C-contiguous, else a C-ordered copy."""
-    if input.data.flags.c_contiguous:
+    if input.numpy().flags.c_contiguous:
         return input
     return Copy.apply(input)
 

@@ -16,14 +16,15 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Context, Function
+from ..errors import DTypeError
 from ..kernels.softmax import (
     log_softmax_backward,
     log_softmax_forward,
     softmax_backward,
     softmax_forward,
 )
-from ..tensor import Tensor
-from .validate import DTypeError, check_tensor, normalize_dim
+from ..tensor import Tensor, check_tensor
+from ..validation import normalize_dim
 
 
 def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:

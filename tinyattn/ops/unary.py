@@ -1,5 +1,6 @@
-"""Elementwise functions of one tensor: exp, log, sqrt, rsqrt, tanh, sigmoid, relu, abs, sin,
-cos, erf, clamp, and dtype casts.
+"""Elementwise functions of one tensor: exp, expm1, log, log1p, sqrt, rsqrt, square, reciprocal,
+tanh, sigmoid, relu, abs, sign, sin, cos, erf, clamp, the roundings floor/ceil/round/trunc, and
+dtype casts.
 
 The float functions turn bool and integer inputs into float32 first, as PyTorch does. Where a
 backward keeps only part of the gradient (relu, clamp), it *selects* (``where``) instead of
@@ -13,142 +14,214 @@ from collections.abc import Callable
 import numpy as np
 
 from ..autograd import Context, Function
-from ..dtypes import DEFAULT_FLOAT, result_type
+from ..creation import zeros_like
+from ..dtypes import DEFAULT_FLOAT, as_dtype, result_type
+from ..errors import DTypeError
 from ..kernels.special import erf as erf_kernel
-from ..tensor import Tensor
+from ..tensor import Tensor, from_numpy
+from ..validation import is_int, is_number
+from .notation import operand
 from .operands import floating
-from .validate import DTypeError, is_number
 
 _TWO_OVER_SQRT_PI = 2.0 / np.sqrt(np.pi)
 
 
 class Exp(Function):
-    """``y = e^x``; ``dx = g * y``."""
+    """``y = eˣ``; ``dx = g ⊙ y``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         with np.errstate(over="ignore"):
-            y = np.exp(x)
+            y = from_numpy(np.exp(x.numpy()))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (y,) = ctx.saved
-        return (grad * y,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * y
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad * exp(x),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ {out}"
+
+
+class Expm1(Function):
+    """``y = eˣ − 1`` (exact for small x); ``dx = g ⊙ (y + 1)``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        with np.errstate(over="ignore"):
+            y = from_numpy(np.expm1(x.numpy()))
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * (y + 1)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ ({out} + 1)"
 
 
 class Log(Function):
     """``y = ln x``; ``dx = g / x``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(x)
+            return from_numpy(np.log(x.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (x,) = ctx.saved
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad / x
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} / {operand(x[0])}"
+
+
+class Log1p(Function):
+    """``y = ln(1 + x)`` (exact for small x); ``dx = g / (1 + x)``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
         with np.errstate(divide="ignore", invalid="ignore"):
-            return (grad / x,)
+            return from_numpy(np.log1p(x.numpy()))
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad / x,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad / (x + 1)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} / (1 + {x[0]})"
 
 
 class Sqrt(Function):
     """``y = √x``; ``dx = g / (2 y)``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         with np.errstate(invalid="ignore"):
-            y = np.sqrt(x)
+            y = from_numpy(np.sqrt(x.numpy()))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (y,) = ctx.saved
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (grad / (2 * y),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return grad / (2 * y)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad / (2 * sqrt(x)),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} / (2 · {out})"
 
 
 class Rsqrt(Function):
-    """``y = 1 / √x``; ``dx = −g · y³ / 2``."""
+    """``y = 1 / √x``; ``dx = −½ g ⊙ y³``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         with np.errstate(divide="ignore", invalid="ignore"):
-            y = 1 / np.sqrt(x)
+            y = from_numpy(1 / np.sqrt(x.numpy()))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (y,) = ctx.saved
-        return (-0.5 * grad * y * y * y,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return -0.5 * grad * y * y * y
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        y = rsqrt(x)
-        return (-0.5 * grad * y * y * y,)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"−½ {operand(g)} ⊙ {out}³"
+
+
+class Square(Function):
+    """``y = x²``; ``dx = 2 g ⊙ x``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        ctx.save_for_backward(x)
+        array = x.numpy()
+        return from_numpy(array * array)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return 2 * grad * x
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"2 {operand(g)} ⊙ {operand(x[0])}"
+
+
+class Reciprocal(Function):
+    """``y = 1 / x``; ``dx = −g ⊙ y²``."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = from_numpy(1 / x.numpy())
+        ctx.save_for_backward(y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return -grad * y * y
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"−{operand(g)} ⊙ {out}²"
 
 
 class Tanh(Function):
-    """``y = tanh x``; ``dx = g * (1 - y²)``."""
+    """``y = tanh x``; ``dx = g ⊙ (1 − y²)``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
-        y = np.tanh(x)
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        y = from_numpy(np.tanh(x.numpy()))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (y,) = ctx.saved
-        return (grad * (1 - y * y),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * (1 - y * y)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        y = tanh(x)
-        return (grad * (1 - y * y),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ (1 − {out}²)"
 
 
 class Sigmoid(Function):
-    """``y = 1 / (1 + e^-x)`` (computed without overflow); ``dx = g * y * (1 - y)``."""
+    """``y = 1 / (1 + e⁻ˣ)`` (computed without overflow); ``dx = g ⊙ y ⊙ (1 − y)``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
-        e = np.exp(-np.abs(x))
-        y = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        array = x.numpy()
+        e = np.exp(-np.abs(array))
+        y = from_numpy(np.where(array >= 0, 1 / (1 + e), e / (1 + e)).astype(array.dtype,
+                                                                               copy=False))
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (y,) = ctx.saved
-        return (grad * y * (1 - y),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (y,) = ctx.saved_tensors
+        return grad * y * (1 - y)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        y = sigmoid(x)
-        return (grad * y * (1 - y),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ {out} ⊙ (1 − {out})"
 
 
 class Relu(Function):
@@ -156,131 +229,143 @@ class Relu(Function):
     (a NaN input passes its gradient on, as in PyTorch)."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
-        y = np.where(x < 0, np.zeros((), x.dtype), x)  # keeps NaN; -0.0 never appears
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        array = x.numpy()
+        y = from_numpy(np.where(array < 0, np.zeros((), array.dtype), array))  # keeps NaN
         ctx.save_for_backward(y)
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (y,) = ctx.saved
-        return (np.where(y <= 0, np.zeros((), grad.dtype), grad),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
         from .masking import where
 
-        (x,) = ctx.inputs
-        return (where(x <= 0, 0.0, grad),)
+        (y,) = ctx.saved_tensors
+        return where(y <= 0, 0.0, grad)
 
-
-def _sign(x: np.ndarray) -> np.ndarray:
-    """−1, 0 or 1, and 0 for NaN (PyTorch's ``sign``)."""
-    return np.where(np.isnan(x), np.zeros((), x.dtype), np.sign(x))
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ [{x[0]} > 0]"
 
 
 class Abs(Function):
-    """``y = |x|``; ``dx = g · sign(x)`` (0 at 0 and at NaN, as PyTorch's ``sign``)."""
+    """``y = |x|``; ``dx = g ⊙ sign(x)`` (0 at 0 and at NaN, as PyTorch's ``sign``)."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        return np.abs(x)
+        return from_numpy(np.abs(x.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (x,) = ctx.saved
-        return (grad * _sign(x),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * sign(x)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad * Tensor(_sign(x.data)),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ sign({x[0]})"
+
+
+class Piecewise(Function):
+    """A piecewise-constant function (``sign``, ``floor``, ``ceil``, ``round``, ``trunc``):
+    ``y = f(x)``; ``dx = 0`` (its derivative is zero wherever it exists, as in PyTorch)."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, fn: Callable[[np.ndarray], np.ndarray]) -> Tensor:
+        return from_numpy(np.asarray(fn(x.numpy()), dtype=x.dtype))
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        return zeros_like(grad), None
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return "0"
 
 
 class Sin(Function):
-    """``y = sin x``; ``dx = g · cos x``."""
+    """``y = sin x``; ``dx = g ⊙ cos x``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        return np.sin(x)
+        return from_numpy(np.sin(x.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (x,) = ctx.saved
-        return (grad * np.cos(x),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * cos(x)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad * cos(x),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ cos {x[0]}"
 
 
 class Cos(Function):
-    """``y = cos x``; ``dx = −g · sin x``."""
+    """``y = cos x``; ``dx = −g ⊙ sin x``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        return np.cos(x)
+        return from_numpy(np.cos(x.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (x,) = ctx.saved
-        return (-grad * np.sin(x),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return -grad * sin(x)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (-grad * sin(x),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"−{operand(g)} ⊙ sin {x[0]}"
 
 
 class Erf(Function):
-    """``y = erf x``; ``dx = g · 2/√π · e^(−x²)``."""
+    """``y = erf x``; ``dx = g ⊙ 2/√π · e^(−x²)``."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        return erf_kernel(x)
+        return from_numpy(erf_kernel(x.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (x,) = ctx.saved
-        return (grad * (_TWO_OVER_SQRT_PI * np.exp(-x * x)).astype(x.dtype, copy=False),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        return grad * _TWO_OVER_SQRT_PI * exp(-x * x)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad * _TWO_OVER_SQRT_PI * exp(-x * x),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ 2/√π · e^(−{x[0]}²)"
 
 
 class Clamp(Function):
-    """``y = min(max(x, low), high)``; ``dx = g`` where ``low ≤ x ≤ high``, else 0."""
+    """``y = min(max(x, low), high)`` (``high`` wins where ``low > high``, as in PyTorch);
+    ``dx = g`` where ``low ≤ x ≤ high``, else 0."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, low: float | None, high: float | None) -> np.ndarray:
-        inside = np.ones(x.shape, bool)
-        y = x
+    def forward(ctx: Context, x: Tensor, low: float | None, high: float | None) -> Tensor:
+        array = x.numpy()
+        inside = np.ones(array.shape, bool)
+        y = array
         if low is not None:
-            inside &= x >= low
-            y = np.where(x < low, np.asarray(low, x.dtype), y)
+            inside &= array >= low
+            y = np.where(array < low, np.asarray(low, array.dtype), y)
         if high is not None:
-            inside &= x <= high
-            y = np.where(x > high, np.asarray(high, x.dtype), y)
-        ctx.save_for_backward(inside)
-        return np.array(y, dtype=x.dtype, copy=y is x)
+            inside &= array <= high
+            y = np.where(y > high, np.asarray(high, array.dtype), y)
+        ctx.save_for_backward(from_numpy(inside))
+        return from_numpy(np.array(y, dtype=array.dtype, copy=y is array))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (inside,) = ctx.saved
-        return (np.where(inside, grad, np.zeros((), grad.dtype)),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None, None]:
         from .masking import where
 
-        return (where(Tensor(ctx.saved[0]), grad, 0.0),)
+        (inside,) = ctx.saved_tensors
+        return where(inside, grad, 0.0), None, None
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ [low ≤ {x[0]} ≤ high]"
 
 
 class Cast(Function):
@@ -289,20 +374,24 @@ class Cast(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dtype: np.dtype) -> np.ndarray:
-        return x.astype(dtype)
+    def forward(ctx: Context, x: Tensor, dtype: np.dtype) -> Tensor:
+        return from_numpy(x.numpy().astype(dtype))
 
     @staticmethod
-    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        return (grad,)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        return grad, None
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return g
 
 
 def _float_op(op: str, function: type[Function], doc: str) -> Callable[[Tensor], Tensor]:
     """The public function ``op``: ``function`` on the input made floating point."""
 
     def apply(input: Tensor) -> Tensor:
+        if type(input) is Tensor and input._data.dtype.kind == "f":
+            return function.apply(input)
         return function.apply(floating(op, input))
 
     apply.__name__ = apply.__qualname__ = op
@@ -311,10 +400,13 @@ def _float_op(op: str, function: type[Function], doc: str) -> Callable[[Tensor],
 
 
 exp = _float_op("exp", Exp, "Elementwise ``e^x``.")
+expm1 = _float_op("expm1", Expm1, "Elementwise ``e^x − 1``, exact for small ``x``.")
 log = _float_op("log", Log, "Elementwise natural log (``-inf`` at 0 and NaN below, as numpy and "
                 "PyTorch).")
+log1p = _float_op("log1p", Log1p, "Elementwise ``ln(1 + x)``, exact for small ``x``.")
 sqrt = _float_op("sqrt", Sqrt, "Elementwise square root.")
 rsqrt = _float_op("rsqrt", Rsqrt, "Elementwise ``1 / √x``.")
+reciprocal = _float_op("reciprocal", Reciprocal, "Elementwise ``1 / x``.")
 tanh = _float_op("tanh", Tanh, "Elementwise hyperbolic tangent.")
 sigmoid = _float_op("sigmoid", Sigmoid, "Elementwise logistic sigmoid.")
 sin = _float_op("sin", Sin, "Elementwise sine.")
@@ -322,24 +414,82 @@ cos = _float_op("cos", Cos, "Elementwise cosine.")
 erf = _float_op("erf", Erf, "Elementwise error function.")
 
 
+def _numeric(op: str, input: Tensor) -> Tensor:
+    if not isinstance(input, Tensor):
+        raise TypeError(f"{op}: expected a Tensor, got {type(input).__name__}")
+    if input.dtype.kind == "b":
+        raise DTypeError(f"{op}: boolean inputs are not supported")
+    return input
+
+
+def square(input: Tensor) -> Tensor:
+    """Elementwise ``x²`` (integers stay integers; bool becomes int64, as in PyTorch)."""
+    if isinstance(input, Tensor) and input.dtype.kind in "iub":
+        array = input.numpy().astype(np.int64) if input.dtype.kind == "b" else input.numpy()
+        return from_numpy(array * array)
+    return Square.apply(_numeric("square", input))
+
+
 def relu(input: Tensor) -> Tensor:
     """Elementwise ``max(x, 0)``."""
-    if not isinstance(input, Tensor):
-        raise TypeError(f"relu: expected a Tensor, got {type(input).__name__}")
-    if input.dtype.kind == "b":
-        raise DTypeError("relu: boolean inputs are not supported")
-    return Relu.apply(input)
+    return Relu.apply(_numeric("relu", input))
 
 
 def abs(input: Tensor) -> Tensor:
     """Elementwise absolute value."""
+    return Abs.apply(_numeric("abs", input))
+
+
+def sign(input: Tensor) -> Tensor:
+    """Elementwise −1, 0 or 1 (0 for NaN, and True/False for bool); zero gradient."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"sign: expected a Tensor, got {type(input).__name__}")
     if input.dtype.kind == "b":
-        raise DTypeError("abs: boolean inputs are not supported")
-    return Abs.apply(input)
+        return input.clone()
+    return Piecewise.apply(input, _sign)
+
+
+def _sign(x: np.ndarray) -> np.ndarray:
+    """−1, 0 or 1, and 0 for NaN (PyTorch's ``sign``)."""
+    return np.where(np.isnan(x), np.zeros((), x.dtype), np.sign(x))
+
+
+def _rounding(op: str, fn: Callable[[np.ndarray], np.ndarray]) -> Callable[[Tensor], Tensor]:
+    def rounded(input: Tensor) -> Tensor:
+        x = _numeric(op, input)
+        return x.clone() if x.dtype.kind in "iu" else Piecewise.apply(x, fn)
+
+    rounded.__name__ = rounded.__qualname__ = op
+    rounded.__doc__ = f"Elementwise {op} (integers unchanged); zero gradient."
+    return rounded
+
+
+floor = _rounding("floor", np.floor)
+ceil = _rounding("ceil", np.ceil)
+trunc = _rounding("trunc", np.trunc)
+
+
+def round(input: Tensor, decimals: int = 0) -> Tensor:
+    """Elementwise rounding to ``decimals`` places, halves to even (as PyTorch); zero
+    gradient."""
+    if not is_int(decimals):
+        raise TypeError(f"round: decimals must be an int, got {decimals!r}")
+    x = _numeric("round", input)
+    if x.dtype.kind in "iu":
+        return x.clone()
+    return Piecewise.apply(x, np.round if decimals == 0 else _round_to(int(decimals)))
+
+
+def _round_to(decimals: int) -> Callable[[np.ndarray], np.ndarray]:
+    def rounded(x: np.ndarray) -> np.ndarray:
+        return np.round(x, decimals)
+
+    return rounded
 
 
 def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> Tensor:
-    """Elementwise ``min(max(x, min), max)``; at least one bound must be given.
+    """Elementwise ``min(max(x, min), max)``; at least one bound must be given (``max`` wins
+    where ``min > max``, as in PyTorch).
 
     The bounds take part in the type promotion (a bool tensor clamped to 0..1 gives int64, an
     integer tensor clamped to 0.5 gives float32), as in PyTorch.
@@ -352,7 +502,7 @@ def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> 
     if dtype.kind == "b":
         dtype = np.dtype(np.int64) if all(float(b).is_integer() for b in bounds) else \
             DEFAULT_FLOAT
-    return Clamp.apply(cast(input, dtype), low=low, high=high)
+    return Clamp.apply(cast(input, dtype), low, high)
 
 
 def _bound(label: str, bound: object) -> int | float | None:
@@ -365,11 +515,9 @@ def _bound(label: str, bound: object) -> int | float | None:
 
 def cast(input: Tensor, dtype: object) -> Tensor:
     """``input`` converted to ``dtype``; differentiable between float dtypes."""
-    from ..dtypes import as_dtype
-
     target = as_dtype(dtype, "to")
     if target == input.dtype:
         return input
     if target.kind != "f" or input.dtype.kind != "f":
-        return Tensor(input.data.astype(target))
-    return Cast.apply(input, dtype=target)
+        return from_numpy(input.numpy().astype(target))
+    return Cast.apply(input, target)

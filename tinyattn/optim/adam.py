@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..kernels.adamw import adamw_step
-from ..ops.validate import check_number
 from ..tensor import Tensor
+from ..validation import check_number
 from .optimizer import Optimizer
 
 
@@ -82,7 +82,7 @@ class Adam(Optimizer):
     >>> w.grad = ta.tensor([3.0, -0.5], dtype=ta.float64)
     >>> opt = ta.optim.Adam([w], lr=0.1)
     >>> opt.step()
-    >>> w.data.round(6).tolist()    # the first step moves each entry by lr · sign(g)
+    >>> w.numpy().round(6).tolist()    # the first step moves each entry by lr · sign(g)
     [0.9, -0.9]
     >>> opt.state[w]["step"]
     1
@@ -153,19 +153,19 @@ class Adam(Optimizer):
             states = [self.state[param] for param, _ in batch]
             batch_grads = [grad for _, grad in batch]
             if amsgrad:
-                _amsgrad_step([param.data for param, _ in batch], batch_grads,
+                _amsgrad_step([param.numpy() for param, _ in batch], batch_grads,
                               [state["exp_avg"] for state in states],
                               [state["exp_avg_sq"] for state in states],
                               [state["max_exp_avg_sq"] for state in states], step, *options)
                 continue
             # The kernel needs C-contiguous arrays; a strided parameter is updated through a
             # contiguous copy that is written back into the same array.
-            arrays = [np.ascontiguousarray(param.data) for param, _ in batch]
+            arrays = [np.ascontiguousarray(param.numpy()) for param, _ in batch]
             adamw_step(arrays, batch_grads, [state["exp_avg"] for state in states],
                        [state["exp_avg_sq"] for state in states], step, *options)
             for array, (param, _) in zip(arrays, batch):
-                if array is not param.data:
-                    param.data[...] = array
+                if array is not param.numpy():
+                    param.numpy()[...] = array
 
 
 class AdamW(Adam):
@@ -180,7 +180,7 @@ class AdamW(Adam):
     >>> w = ta.nn.Parameter(ta.tensor([2.0], dtype=ta.float64))
     >>> w.grad = ta.tensor([0.0], dtype=ta.float64)
     >>> ta.optim.AdamW([w], lr=0.1, weight_decay=0.5).step()
-    >>> w.data.tolist()    # a zero gradient leaves only the decay: 2 · (1 − 0.1 · 0.5)
+    >>> w.numpy().tolist()    # a zero gradient leaves only the decay: 2 · (1 − 0.1 · 0.5)
     [1.9]
     """
 

@@ -15,7 +15,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from ..ops.validate import check_int, check_number
+from ..validation import check_int, check_number
 from .optimizer import Optimizer
 
 

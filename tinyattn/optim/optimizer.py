@@ -6,7 +6,7 @@ buffers. Subclasses only say how to validate a group's options and how to update
 parameters; everything else (group bookkeeping, skipping parameters without a gradient, state
 dicts with integer parameter indices) lives here, once.
 
-Updates write into ``p.data`` in place, so arrays a caller holds on to stay valid.
+Updates write into ``p.numpy()`` in place, so arrays a caller holds on to stay valid.
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class Optimizer:
                 if set_to_none:
                     param.grad = None
                 elif param.grad is not None:
-                    param.grad.data[...] = 0
+                    param.grad.numpy()[...] = 0
 
     @no_grad()
     def step(self, closure: Callable[[], Any] | None = None) -> Any:
@@ -163,11 +163,11 @@ class Optimizer:
     def _grad_array(self, param: Tensor) -> np.ndarray:
         """The gradient of ``param`` as an array of its dtype, after checking shapes match."""
         name = type(self).__name__
-        grad = param.grad.data
+        grad = param.grad.numpy()
         if grad.shape != param.shape:
             raise ValueError(f"{name}.step: a gradient of shape {grad.shape} is attached to a "
                              f"parameter of shape {param.shape}; they must match")
-        if not param.data.flags.writeable:
+        if not param.numpy().flags.writeable:
             raise ValueError(f"{name}.step: the data of a parameter of shape {param.shape} is "
                              "read-only and cannot be updated in place")
         return grad.astype(param.dtype, copy=False)

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from ..ops.validate import check_number
 from ..tensor import Tensor
+from ..validation import check_number
 from .optimizer import Optimizer
 
 
@@ -47,7 +47,7 @@ class SGD(Optimizer):
     >>> w.grad = ta.tensor([0.5, -1.0], dtype=ta.float64)
     >>> opt = ta.optim.SGD([w], lr=0.1)
     >>> opt.step()
-    >>> w.data.tolist()
+    >>> w.numpy().tolist()
     [0.95, 2.1]
     """
 
@@ -79,7 +79,7 @@ class SGD(Optimizer):
             if group["maximize"]:
                 grad = -grad
             if weight_decay != 0:
-                grad = grad + dtype(weight_decay) * param.data
+                grad = grad + dtype(weight_decay) * param.numpy()
             if momentum != 0:
                 state = self.state[param]
                 buffer = state.get("momentum_buffer")
@@ -89,4 +89,4 @@ class SGD(Optimizer):
                     buffer *= dtype(momentum)
                     buffer += dtype(1 - dampening) * grad
                 grad = grad + dtype(momentum) * buffer if nesterov else buffer
-            param.data += dtype(-lr) * grad
+            param.numpy()[...] += dtype(-lr) * grad

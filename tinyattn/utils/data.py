@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from ..ops import stack
-from ..ops.validate import check_int
 from ..random import generator
 from ..tensor import Tensor
+from ..validation import check_int
 
 
 class Dataset:

@@ -1,7 +1,8 @@
-"""The input guards, written once: each raises an error that names the op and what it got.
+"""The argument guards, written once: each raises an error that names the op and what it got.
 
 Every public function of tinyattn (ops, ``nn.functional``, layers, optimizers) checks its
-inputs with these before anything runs; the kernels below only assert their preconditions.
+arguments with these before anything runs; the kernels below only assert their preconditions.
+The guards that ask "is this a tensor?" live beside :class:`tinyattn.tensor.Tensor`.
 """
 
 from __future__ import annotations
@@ -12,14 +13,7 @@ from typing import Any
 
 import numpy as np
 
-
-class ShapeError(ValueError, RuntimeError):
-    """A shape, size or count that does not fit: Python's ``ValueError``, and also the
-    ``RuntimeError`` PyTorch raises for it (so either ``except`` catches it)."""
-
-
-class DTypeError(TypeError, RuntimeError):
-    """A dtype that does not fit: Python's ``TypeError``, and also PyTorch's ``RuntimeError``."""
+from .errors import DTypeError, ShapeError
 
 
 def is_int(value: Any) -> bool:
@@ -63,39 +57,6 @@ def check_number(op: str, label: str, value: Any, low: float | None = None,
 def check_probability(op: str, p: Any) -> float:
     """A dropout probability: a number in [0, 1]."""
     return check_number(op, "dropout probability p", p, 0.0, 1.0)
-
-
-def check_tensor(op: str, label: str, value: Any) -> Any:
-    """``value`` itself when it is a Tensor, else a TypeError naming ``op`` and ``label``."""
-    from ..tensor import Tensor
-
-    if not isinstance(value, Tensor):
-        raise TypeError(f"{op}: {label} must be a Tensor, got {type(value).__name__}")
-    return value
-
-
-def check_float(op: str, label: str, value: Any) -> Any:
-    """A Tensor of a floating point dtype, else an error naming ``op`` and ``label``."""
-    check_tensor(op, label, value)
-    if value.dtype.kind != "f":
-        raise TypeError(f"{op}: {label} must be a floating point tensor, got dtype {value.dtype}")
-    return value
-
-
-def check_mask(op: str, label: str, mask: Any, dtype: np.dtype) -> Any:
-    """An attention mask as a Tensor (a numpy array is wrapped): boolean, or of the query's
-    float ``dtype`` (added to the scores); else an error naming ``op`` and ``label``."""
-    from ..tensor import Tensor
-
-    if isinstance(mask, np.ndarray):
-        mask = Tensor(mask)
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{op}: {label} must be a Tensor or numpy array, got "
-                        f"{type(mask).__name__}")
-    if mask.dtype != np.bool_ and mask.dtype != dtype:
-        raise DTypeError(f"{op}: {label} must be boolean or have the query's dtype {dtype}, "
-                         f"got {mask.dtype}")
-    return mask
 
 
 def check_same_dtype(op: str, **tensors: Any) -> None:

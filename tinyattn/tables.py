@@ -1,6 +1,6 @@
 """Reports as tables: aligned plain text in a terminal, an HTML table in Jupyter.
 
-Every report of :mod:`tinyattn.inspect` (a trace, a graph check, a memory ledger, saturation
+Every report of :mod:`tinyattn.inspect` and of the hook-point cache (a trace, a graph check, a memory ledger, saturation
 statistics) is a :class:`TableReport`: it defines its header and rows once, and gets ``str()``
 (the text table, also what ``print`` shows) and ``_repr_html_`` (what Jupyter shows) from them.
 :func:`tensor_html` is the HTML form of a tensor.
@@ -112,7 +112,7 @@ def tensor_html(tensor: Tensor, max_rows: int = 8, max_cols: int = 8) -> str:
     >>> "<td>2.0000</td>" in tensor_html(ta.tensor([[1.0, 2.0]]))
     True
     """
-    data = tensor.data
+    data = tensor.numpy()
     caption = f"tensor of shape {shape_text(data.shape)}, {data.dtype}"
     if tensor.grad_fn is not None:
         caption += f", grad_fn={tensor.grad_fn!r}"
@@ -134,6 +134,11 @@ def tensor_html(tensor: Tensor, max_rows: int = 8, max_cols: int = 8) -> str:
     body = [tuple("…" if j is None or i is None else cell(grid[i, j]) for j in columns)
             for i in cut(grid.shape[0], max_rows)]
     return html_table([str(j) if j is not None else "…" for j in columns], body, caption)
+
+
+def array_norm(array: np.ndarray) -> float:
+    """The Euclidean norm of an array, summed in float64 (the ``|grad|`` of the reports)."""
+    return float(np.sqrt(np.sum(np.square(array, dtype=np.float64))))
 
 
 def format_float(value: float | None, digits: int = 2) -> str:
