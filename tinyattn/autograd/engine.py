@@ -144,28 +144,19 @@ def run_backward(
 
     leaf_grads: dict[int, tuple[Tensor, Any]] = {}
     node_grads: dict[int, list] = {}
-
-    def send(dest: Any, slot: int, grad: Any) -> None:
-        key = id(dest)
-        if type(dest) is Context or isinstance(dest, Context):
-            buffer = node_grads.get(key)
-            if buffer is None:
-                buffer = node_grads[key] = [None] * len(dest.out_shapes)
-            held = buffer[slot]
-            buffer[slot] = grad if held is None else held + grad
-        else:
-            held = leaf_grads.get(key)
-            leaf_grads[key] = (dest, grad if held is None else held[1] + grad)
-
     root_nodes = []
     for root, grad in zip(roots, root_grads):
-        if root.grad_fn is None:
-            send(root, 0, grad)
+        node = root.grad_fn
+        if node is None:
+            held = leaf_grads.get(id(root))
+            leaf_grads[id(root)] = (root, grad if held is None else held[1] + grad)
             continue
-        if root.grad_fn.freed:
-            raise RuntimeError(function._FREED.format(name=root.grad_fn.name))
-        send(root.grad_fn, root._output_nr, grad)
-        root_nodes.append(root.grad_fn)
+        if node.freed:
+            raise RuntimeError(function._FREED.format(name=node.name))
+        buffer = node_grads.setdefault(id(node), [None] * len(node.out_shapes))
+        held = buffer[root._output_nr]
+        buffer[root._output_nr] = grad if held is None else held + grad
+        root_nodes.append(node)
     order = _topological_order(root_nodes)
     target_ids = None
     captured: dict[int, Any] = {}
@@ -182,6 +173,7 @@ def run_backward(
     _set_grad_enabled(create_graph)
     quiet = np.errstate(all="ignore")  # inf·0 and friends give NaN silently, as in PyTorch
     quiet.__enter__()
+    tensor_type = function.TENSOR
     try:
         for node in order:
             if node.freed:
@@ -194,18 +186,34 @@ def run_backward(
                                        target_of_node, captured)
                 if target_of_node and id(node) not in propagate:
                     continue
-            input_grads = _call_backward(node, grads, create_graph)
-            for i, g in enumerate(input_grads):
-                edge = node.edges[i]
-                if g is None or edge is None or not node.needs_input_grad[i]:
+            input_grads = _call_backward(node, grads)
+            edges, needs, inputs = node.edges, node.needs_input_grad, node.inputs
+            for i, edge in enumerate(edges):
+                g = input_grads[i]
+                if g is None or edge is None or not needs[i]:
                     continue
-                g = _fit(g, node.inputs[i], node.name, i)
+                if not isinstance(g, tensor_type):
+                    raise TypeError(f"function {node.name}Backward returned a "
+                                    f"{type(g).__name__} as the gradient of input {i}; "
+                                    "expected a Tensor or None")
+                wanted = inputs[i]
+                if g._data.shape != wanted.shape or g._data.dtype != wanted.dtype:
+                    g = _fit(g, wanted, node.name, i)
                 if check and not np.all(np.isfinite(g._data)):
                     raise RuntimeError(
                         f"detect_anomaly: the backward of '{node.name}' produced non-finite "
                         f"values in the gradient of its input {i} (shape {g.shape})"
                     )
-                send(edge, node.input_slots[i], g)
+                if type(edge) is Context or isinstance(edge, Context):
+                    buffer = node_grads.get(id(edge))
+                    if buffer is None:
+                        buffer = node_grads[id(edge)] = [None] * len(edge.out_shapes)
+                    slot = node.input_slots[i]
+                    held = buffer[slot]
+                    buffer[slot] = g if held is None else held + g
+                else:
+                    held = leaf_grads.get(id(edge))
+                    leaf_grads[id(edge)] = (edge, g if held is None else held[1] + g)
             if on_node is not None:
                 on_node(node, tuple(None if g is None else g._data for g in grads),
                         tuple(None if g is None else g._data for g in input_grads))
@@ -249,19 +257,19 @@ def _visit_outputs(node: Context, grads: list, retain: bool,
     return grads
 
 
-def _call_backward(node: Context, grads: list, create_graph: bool) -> tuple:
+def _call_backward(node: Context, grads: list) -> tuple:
     """One chain-rule step: the op's backward rule on the gradients of its outputs."""
     fn = node.fn
     if fn._array_rules:
         from .legacy import call_backward
 
-        return call_backward(node, grads[0], create_graph)
-    if None in grads and node.materialize_grads:
+        return call_backward(node, grads[0], is_grad_enabled())
+    if node.materialize_grads and None in grads:
         tensor = function.TENSOR
         grads = [tensor._from_op(np.zeros(shape, dtype), None) if g is None else g
                  for g, shape, dtype in zip(grads, node.out_shapes, node.out_dtypes)]
     input_grads = fn.backward(node, *grads)
-    if not isinstance(input_grads, tuple):
+    if type(input_grads) is not tuple:
         input_grads = (input_grads,)
     expected = len(node.needs_input_grad)
     if len(input_grads) != expected:
@@ -273,10 +281,6 @@ def _call_backward(node: Context, grads: list, create_graph: bool) -> tuple:
 
 def _fit(grad: Any, input: Any, name: str, slot: int) -> Any:
     """``grad`` summed to ``input``'s shape and cast to its dtype."""
-    tensor = function.TENSOR
-    if not isinstance(grad, tensor):
-        raise TypeError(f"function {name}Backward returned a {type(grad).__name__} as the "
-                        f"gradient of input {slot}; expected a Tensor or None")
     shape = input.shape
     if grad.shape != shape:
         try:

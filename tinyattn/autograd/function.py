@@ -205,12 +205,10 @@ class Context:
                             for slot, (t, edge) in enumerate(zip(self.inputs, self.edges)))
 
     def free(self) -> None:
-        """Drop saved values and the links to the inputs (after a backward pass)."""
+        """Drop what the op saved and its inputs (after a backward pass); the graph's structure
+        (``edges``, ``next_functions``) stays, as in PyTorch."""
         self._saved = ()
-        self._saved_versions = ()
         self.inputs = None
-        self.edges = ()
-        self.kwargs = {}
         self.freed = True
 
     @property
@@ -319,11 +317,15 @@ class Function:
         How :func:`tinyattn.inspect.explain` writes the rule: a function
         ``formula(node, slot, g, x, out) -> str`` giving the gradient sent to input ``slot``
         from the names of the output's gradient ``g``, of the inputs ``x`` and of the output.
+    ``named_gradient = True``
+        ``explain`` gives the gradient this op sends back a name of its own (``dS``) instead
+        of composing the op's formula into a longer one (softmax, layer norm, attention ...).
     """
 
     view = False
     keeps_inputs = True
     formula: Callable[..., str] | None = None
+    named_gradient = False
     _array_rules = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:

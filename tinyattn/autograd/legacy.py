@@ -45,6 +45,7 @@ class LegacyContext(Context):
     def free(self) -> None:
         super().free()
         self.saved = ()
+        self._saved_versions = ()
 
 
 def apply_arrays(cls: Any, inputs: tuple, kwargs: dict) -> Any:

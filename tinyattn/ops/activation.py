@@ -7,9 +7,10 @@ import math
 
 import numpy as np
 
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..kernels.gelu import gelu_backward, gelu_forward
-from ..tensor import Tensor
+from ..tensor import Tensor, from_numpy
+from .notation import operand
 from .unary import erf, exp, tanh
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -24,20 +25,21 @@ class Gelu(Function):
     """
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, approximate: str) -> np.ndarray:
-        ctx.save_for_backward(x, approximate)
-        return gelu_forward(x.reshape(-1), approximate).reshape(x.shape)
+    def forward(ctx: Context, x: Tensor, approximate: str) -> Tensor:
+        ctx.save_for_backward(x)
+        ctx.approximate = approximate
+        array = x.numpy()
+        return from_numpy(gelu_forward(array.reshape(-1), approximate).reshape(array.shape))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        x, approximate = ctx.saved
-        rows = np.ascontiguousarray(grad, dtype=x.dtype).reshape(-1)
-        return (gelu_backward(x.reshape(-1), rows, approximate).reshape(x.shape),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        if ctx.saved[1] == "tanh":
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        (x,) = ctx.saved_tensors
+        if not is_grad_enabled():  # fast path: the GELU kernel, when no graph is being built
+            array = x.numpy()
+            rows = np.ascontiguousarray(grad.numpy(), dtype=array.dtype).reshape(-1)
+            return from_numpy(gelu_backward(array.reshape(-1), rows, ctx.approximate)
+                              .reshape(array.shape)), None
+        if ctx.approximate == "tanh":
             t = tanh(_SQRT_2_OVER_PI * (x + _TANH_CUBIC * x * x * x))
             slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (
                 1 + 3 * _TANH_CUBIC * x * x)
@@ -45,4 +47,8 @@ class Gelu(Function):
             cdf = 0.5 * (1 + erf(x / math.sqrt(2.0)))
             density = exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
             slope = cdf + x * density
-        return (grad * slope,)
+        return grad * slope, None
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ GELU′({x[0]})"

@@ -176,15 +176,20 @@ def _is_bool(value: Any) -> bool:
 
 def _binary(fn: type[Function], name: str, a: Any, b: Any, floating: bool = False) -> Tensor:
     """Apply the binary op ``fn`` after PyTorch's promotion and a broadcast check."""
+    # The common cases first: two float tensors of one dtype, or a float tensor and a Python
+    # number (which takes the tensor's dtype).
     if isinstance(a, Tensor):
-        kind = a._data.dtype.kind
-        if kind == "f" and (isinstance(b, Tensor) and b._data.dtype == a._data.dtype or
-                            type(b) is float or type(b) is int):
-            if not isinstance(b, Tensor):  # a Python number takes the tensor's dtype
-                b = Tensor._from_op(np.asarray(b, a._data.dtype), None)
-            elif a._data.shape != b._data.shape:
-                broadcast_shapes(name, a._data.shape, b._data.shape)
-            return fn.apply(a, b)
+        if a._data.dtype.kind == "f":
+            if isinstance(b, Tensor):
+                if b._data.dtype == a._data.dtype:
+                    if a._data.shape != b._data.shape:
+                        broadcast_shapes(name, a._data.shape, b._data.shape)
+                    return fn.apply(a, b)
+            elif type(b) is float or type(b) is int:
+                return fn.apply(a, Tensor._from_op(np.asarray(b, a._data.dtype), None))
+    elif (type(a) is float or type(a) is int) and isinstance(b, Tensor) and \
+            b._data.dtype.kind == "f":
+        return fn.apply(Tensor._from_op(np.asarray(a, b._data.dtype), None), b)
     if fn is Sub and (_is_bool(a) or _is_bool(b)):
         raise DTypeError("sub: subtraction, the `-` operator, with a bool tensor is not "
                          "supported; use the `^` or logical_xor() operator instead")

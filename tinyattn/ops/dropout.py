@@ -11,7 +11,8 @@ import numpy as np
 
 from ..autograd import Context, Function
 from ..kernels.dropout import dropout_apply
-from ..tensor import Tensor
+from ..tensor import Tensor, from_numpy
+from .notation import operand
 
 
 def keep_scale(p: float) -> float:
@@ -23,23 +24,21 @@ class Dropout(Function):
     """``y = x ⊙ m / (1 − p)`` for a keep-mask ``m``; ``dx = g ⊙ m / (1 − p)`` (the same mask).
 
     The mask is a function of a seed (drawn from ``ta.manual_seed``'s generator) through the
-    counter-based generator, so the backward recomputes it.
+    counter-based generator, so the backward recomputes it: the backward of dropout is dropout
+    with the same seed, applied to ``g`` (a recorded op under ``create_graph``, itself linear).
     """
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, p: float, seed: int) -> np.ndarray:
-        ctx.save_for_backward(seed, p)
-        return dropout_apply(np.ascontiguousarray(x), seed, p)
+    def forward(ctx: Context, x: Tensor, p: float, seed: int) -> Tensor:
+        ctx.p, ctx.seed = p, seed
+        return from_numpy(dropout_apply(np.ascontiguousarray(x.numpy()), seed, p))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        seed, p = ctx.saved
-        return (dropout_apply(np.ascontiguousarray(grad), seed, p),)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None, None]:
+        return Dropout.apply(grad, ctx.p, ctx.seed), None, None
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        seed, p = ctx.saved
-        scaled_mask = dropout_apply(np.ones(grad.shape, grad.dtype), seed, p)  # m / (1 − p)
-        return (grad * Tensor(scaled_mask),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ m / (1 − p)"

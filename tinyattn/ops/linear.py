@@ -12,9 +12,10 @@ import math
 
 import numpy as np
 
-from ..autograd import Context, Function
-from ..tensor import Tensor
+from ..autograd import Context, Function, is_grad_enabled
+from ..tensor import Tensor, from_numpy
 from .matmul import matmul, product
+from .notation import factor, operand, transpose
 
 
 class Linear(Function):
@@ -25,37 +26,47 @@ class Linear(Function):
     """
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, weight: np.ndarray,
-                bias: np.ndarray | None = None) -> np.ndarray:
-        out_features, in_features = weight.shape
-        rows = x.reshape(math.prod(x.shape[:-1]), in_features)  # (N, in)
-        y = product(rows, weight.T)  # (N, out)
+    def forward(ctx: Context, x: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        array, w = x.numpy(), weight.numpy()
+        out_features, in_features = w.shape
+        rows = array.reshape(math.prod(array.shape[:-1]), in_features)  # (N, in)
+        y = product(rows, w.T)  # (N, out)
         if bias is not None:
-            y += bias
-        ctx.save_for_backward(x if ctx.needs_input_grad[1] else None,
-                              weight if ctx.needs_input_grad[0] else None, x.shape)
-        return y.reshape(x.shape[:-1] + (out_features,))  # (..., out)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        x, weight, x_shape = ctx.saved
-        n_rows, out_features = math.prod(x_shape[:-1]), grad.shape[-1]
-        grad_rows = grad.reshape(n_rows, out_features)  # (N, out)
-        dx = dweight = dbias = None
-        if ctx.needs_input_grad[0]:
-            dx = product(grad_rows, weight).reshape(x_shape)  # (..., in)
-        if ctx.needs_input_grad[1]:
-            dweight = product(grad_rows.T, x.reshape(n_rows, x_shape[-1]))  # (out, in)
-        if len(ctx.needs_input_grad) == 3 and ctx.needs_input_grad[2]:
-            dbias = grad_rows.sum(axis=0)  # (out,)
-        return (dx, dweight, dbias)[:len(ctx.needs_input_grad)]
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        x, weight = ctx.inputs[:2]
+            y += bias.numpy()
         needs = ctx.needs_input_grad
+        ctx.save_for_backward(x if needs[1] else None, weight if needs[0] else None)
+        return from_numpy(y.reshape(array.shape[:-1] + (out_features,)))  # (..., out)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        needs = ctx.needs_input_grad
+        if not is_grad_enabled():  # fast path: two kernel products and a row sum on arrays
+            return _backward_kernel(ctx, x, weight, grad.numpy())
         grad_rows = grad.reshape(-1, grad.shape[-1])  # (N, out)
         dx = matmul(grad, weight) if needs[0] else None  # (..., in)
-        dweight = matmul(grad_rows.T, x.reshape(-1, x.shape[-1])) if needs[1] else None
+        dweight = matmul(grad_rows.mT, x.reshape(-1, x.shape[-1])) if needs[1] else None
         dbias = grad_rows.sum(0) if len(needs) == 3 and needs[2] else None
         return (dx, dweight, dbias)[:len(needs)]
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return (f"{factor(g)} · {x[1]}", f"{operand(transpose(g))} · {x[0]}",
+                f"Σ_rows {operand(g)}")[slot]
+
+
+def _backward_kernel(ctx: Context, x: Tensor | None, weight: Tensor | None,
+                     grad: np.ndarray) -> tuple[Tensor | None, ...]:
+    """The rule of :class:`Linear` on the matmul kernel: ``G W``, ``Gᵀ X``, ``Σ_rows G``."""
+    needs = ctx.needs_input_grad
+    grad_rows = grad.reshape(-1, grad.shape[-1])  # (N, out)
+    dx = dweight = dbias = None
+    if needs[0]:
+        x_shape = ctx.inputs[0].shape
+        dx = from_numpy(product(grad_rows, weight.numpy()).reshape(x_shape))  # (..., in)
+    if needs[1]:
+        array = x.numpy()
+        dweight = from_numpy(product(grad_rows.T, array.reshape(-1, array.shape[-1])))
+    if len(needs) == 3 and needs[2]:
+        dbias = from_numpy(grad_rows.sum(axis=0))  # (out,)
+    return (dx, dweight, dbias)[:len(needs)]

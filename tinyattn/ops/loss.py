@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..kernels.cross_entropy import cross_entropy_backward, cross_entropy_forward
-from ..tensor import Tensor
-from .index import IndexPut, parse_index
+from ..tensor import Tensor, from_numpy
+from .masking import where
+from .notation import factor
 from .softmax import softmax
 
 
@@ -43,59 +44,66 @@ class CrossEntropy(Function):
     and 0 on ignored rows.
     """
 
+    named_gradient = True
+
     @staticmethod
-    def forward(ctx: Context, logits: np.ndarray, target: np.ndarray, ignore_index: int,
-                reduction: str, label_smoothing: float) -> np.ndarray:
-        rows = _rows(logits)
+    def forward(ctx: Context, logits: Tensor, target: np.ndarray, ignore_index: int,
+                reduction: str, label_smoothing: float) -> Tensor:
+        array = logits.numpy()
         flat_target = target.reshape(-1)
-        loss, lse = cross_entropy_forward(rows, flat_target, ignore_index, label_smoothing)
+        loss, lse = cross_entropy_forward(_rows(array), flat_target, ignore_index,
+                                          label_smoothing)
         count = int(np.count_nonzero(flat_target != ignore_index))
-        ctx.save_for_backward(logits, flat_target, lse, count, ignore_index, reduction,
-                              label_smoothing)
+        ctx.save_for_backward(logits)
+        ctx.flat_target, ctx.lse, ctx.count = flat_target, lse, count
+        ctx.ignore_index, ctx.reduction, ctx.label_smoothing = (ignore_index, reduction,
+                                                                label_smoothing)
         if reduction == "none":
-            return loss.reshape(target.shape)
+            return from_numpy(loss.reshape(target.shape))
         total = loss.sum(dtype=np.float64)
         if reduction == "sum":
-            return np.asarray(total, dtype=logits.dtype)
+            return from_numpy(np.asarray(total, dtype=array.dtype))
         mean = total / count if count else np.nan  # every row ignored: nan, as PyTorch
-        return np.asarray(mean, dtype=logits.dtype)
+        return from_numpy(np.asarray(mean, dtype=array.dtype))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        logits, flat_target, lse, count, ignore_index, reduction, label_smoothing = ctx.saved
-        rows = _rows(logits)
-        grad_rows = np.ascontiguousarray(_row_weights(grad, reduction, count, len(rows)),
-                                         dtype=rows.dtype)
-        dlogits = cross_entropy_backward(rows, flat_target, lse, grad_rows, ignore_index,
-                                         label_smoothing)  # (rows, C)
-        if logits.ndim == 1:
-            return (dlogits.reshape(logits.shape),)  # (C,)
-        moved_shape = (logits.shape[0],) + logits.shape[2:] + (logits.shape[1],)
-        return (np.moveaxis(dlogits.reshape(moved_shape), -1, 1),)  # (N, C, d1, ...)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (logits,) = ctx.inputs
-        _, flat_target, _, count, ignore_index, reduction, smoothing = ctx.saved
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None, None, None, None]:
+        (logits,) = ctx.saved_tensors
+        if not is_grad_enabled():  # fast path: the row kernel, when no graph is being built
+            return _backward_kernel(ctx, logits.numpy(), grad.numpy()), None, None, None, None
         class_dim = 0 if logits.ndim == 1 else 1
         n_classes = logits.shape[class_dim]
         moved = logits.unsqueeze(0) if logits.ndim == 1 else logits.movedim(1, -1)
         probs = softmax(moved.reshape(-1, n_classes), -1)  # (rows, C)
-        kept = flat_target != ignore_index
-        rows = np.arange(len(flat_target))[kept]
-        onehot = np.zeros(probs.shape, probs.dtype)
-        onehot[rows, flat_target[kept]] = 1.0 - smoothing
-        target_dist = Tensor(onehot + np.where(kept[:, None], smoothing / n_classes, 0.0)
-                             .astype(probs.dtype))
-        if reduction == "none":
-            weights = grad.reshape(-1, 1)
-        elif reduction == "sum":
+        kept = ctx.flat_target != ctx.ignore_index
+        target_dist = np.zeros(probs.shape, probs.dtype)
+        target_dist[np.flatnonzero(kept), ctx.flat_target[kept]] = 1.0 - ctx.label_smoothing
+        target_dist[kept] += ctx.label_smoothing / n_classes
+        if ctx.reduction == "none":
+            weights = grad.reshape(-1, 1)  # (rows, 1)
+        elif ctx.reduction == "sum":
             weights = grad
         else:
-            weights = grad / count if count else grad * 0.0
-        masked = IndexPut.apply(probs, Tensor(np.zeros((), probs.dtype)),
-                                index=parse_index(2, (Tensor(~kept),)), accumulate=False)
-        drows = (masked - target_dist) * weights  # (rows, C)
+            weights = grad / ctx.count if ctx.count else grad * 0.0
+        drows = where(from_numpy(kept[:, None]), probs - from_numpy(target_dist), 0.0) * weights
         if logits.ndim == 1:
-            return (drows.reshape(logits.shape),)
-        return (drows.reshape(moved.shape).movedim(-1, 1),)
+            return drows.reshape(logits.shape), None, None, None, None  # (C,)
+        return drows.reshape(moved.shape).movedim(-1, 1), None, None, None, None  # (N, C, ...)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        mean = " / N" if node.kwargs.get("reduction") == "mean" else ""
+        return f"{factor(g)} · (softmax({x[0]}) − onehot(t)){mean}"
+
+
+def _backward_kernel(ctx: Context, logits: np.ndarray, grad: np.ndarray) -> Tensor:
+    """The rule of :class:`CrossEntropy` on the row kernel."""
+    rows = _rows(logits)
+    grad_rows = np.ascontiguousarray(_row_weights(grad, ctx.reduction, ctx.count, len(rows)),
+                                     dtype=rows.dtype)
+    dlogits = cross_entropy_backward(rows, ctx.flat_target, ctx.lse, grad_rows,
+                                     ctx.ignore_index, ctx.label_smoothing)  # (rows, C)
+    if logits.ndim == 1:
+        return from_numpy(dlogits.reshape(logits.shape))  # (C,)
+    moved_shape = (logits.shape[0],) + logits.shape[2:] + (logits.shape[1],)
+    return from_numpy(np.moveaxis(dlogits.reshape(moved_shape), -1, 1))  # (N, C, d1, ...)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError, ShapeError
 from ..kernels.matmul import matmul as matmul_kernel
 from ..tables import shape_text
@@ -17,9 +17,15 @@ from ..validation import broadcast_shapes, check_same_dtype
 from .notation import factor, right, transpose
 
 
+_KERNEL_MACS = 4096
+"""Float products of fewer multiply-adds than this run on numpy's matmul: for them the call
+into the kernel costs more than the arithmetic."""
+
+
 def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` for arrays of >= 2 dims and one dtype: the kernel for floats, numpy otherwise."""
-    if a.dtype.kind == "f":
+    """``a @ b`` for arrays of >= 2 dims and one dtype: the kernel for floats (numpy for tiny
+    products), numpy otherwise."""
+    if a.dtype.kind == "f" and (a.size * b.shape[-1] >= _KERNEL_MACS or a.ndim < b.ndim):
         return matmul_kernel(a, b)
     return np.matmul(a, b)
 
@@ -48,6 +54,8 @@ class MatMul(Function):
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
         a, b = ctx.saved_tensors
         a_row, b_column = ctx.inputs[0].ndim == 1, ctx.inputs[1].ndim == 1
+        if not is_grad_enabled() and not (a_row or b_column):  # fast path: the kernel products
+            return _backward_kernel(a, b, grad.numpy())
         if b_column:
             grad = grad.unsqueeze(-1)  # (..., M, 1)
         if a_row:
@@ -73,6 +81,15 @@ class MatMul(Function):
         broadcast = len(shape) > 2 and shape[:-2] != out_shape[:-2] or len(shape) == 2 < len(
             out_shape)
         return f"sum_to({expr}, {shape_text(shape)})" if broadcast else expr
+
+
+def _backward_kernel(a: Tensor | None, b: Tensor | None,
+                     grad: np.ndarray) -> tuple[Tensor | None, Tensor | None]:
+    """The rule of :class:`MatMul` for matrices on arrays: ``G Bᵀ`` and ``Aᵀ G`` (transposed
+    operands are read in place)."""
+    da = None if b is None else from_numpy(product(grad, np.swapaxes(b.numpy(), -1, -2)))
+    db = None if a is None else from_numpy(product(np.swapaxes(a.numpy(), -1, -2), grad))
+    return da, db
 
 
 def matmul(input: Tensor, other: Tensor) -> Tensor:

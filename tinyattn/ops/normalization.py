@@ -11,9 +11,10 @@ import math
 
 import numpy as np
 
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..kernels.layer_norm import layer_norm_backward, layer_norm_forward
-from ..tensor import Tensor
+from ..tensor import Tensor, from_numpy
+from .notation import operand
 
 
 class LayerNorm(Function):
@@ -23,51 +24,64 @@ class LayerNorm(Function):
     ``dw = Σ_rows g ⊙ x̂``, ``db = Σ_rows g`` (``var`` is the biased variance of the row).
     """
 
+    named_gradient = True
+
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, *params: np.ndarray,
-                normalized_shape: tuple[int, ...], eps: float, has_weight: bool,
-                has_bias: bool) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor, *params: Tensor, normalized_shape: tuple[int, ...],
+                eps: float, has_weight: bool, has_bias: bool) -> Tensor:
         features = math.prod(normalized_shape)
-        rows = np.ascontiguousarray(x).reshape(-1, features)  # (N, C)
-        flat = [np.ascontiguousarray(p).reshape(features) for p in params]  # (C,) each
+        array = x.numpy()
+        rows = np.ascontiguousarray(array).reshape(-1, features)  # (N, C)
+        flat = [np.ascontiguousarray(p.numpy()).reshape(features) for p in params]  # (C,)
         weight = flat[0] if has_weight else None
         bias = flat[-1] if has_bias else None
         y, mean, rstd = layer_norm_forward(rows, weight, bias, eps)
-        ctx.save_for_backward(x, weight, mean, rstd, normalized_shape, has_weight, has_bias,
-                              eps)
-        return y.reshape(x.shape)
+        ctx.save_for_backward(x, params[0] if has_weight else None)
+        ctx.mean, ctx.rstd = mean, rstd  # the row statistics, for the kernel's backward
+        ctx.normalized_shape, ctx.eps = normalized_shape, eps
+        ctx.has_weight, ctx.has_bias = has_weight, has_bias
+        return from_numpy(y.reshape(array.shape))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        x, weight, mean, rstd, normalized_shape, has_weight, has_bias, _ = ctx.saved
-        features = math.prod(normalized_shape)
-        rows = np.ascontiguousarray(x).reshape(-1, features)  # (N, C)
-        if weight is None:  # w = 1; passing it makes the kernel return db as well
-            weight = np.ones(features, dtype=x.dtype)
-        grad_rows = np.ascontiguousarray(grad, dtype=x.dtype).reshape(rows.shape)  # (N, C)
-        dx, dweight, dbias = layer_norm_backward(grad_rows, rows, weight, mean, rstd)
-        grads = [dx.reshape(x.shape)]
-        if has_weight:
-            grads.append(dweight.reshape(normalized_shape))
-        if has_bias:
-            grads.append(dbias.reshape(normalized_shape))
-        return tuple(grads)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        x, *params = ctx.inputs
-        _, _, _, _, normalized_shape, has_weight, has_bias, eps = ctx.saved
-        dims = tuple(range(x.ndim - len(normalized_shape), x.ndim))
-        rows = tuple(range(x.ndim - len(normalized_shape)))
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        x, weight = ctx.saved_tensors
+        if not is_grad_enabled():  # fast path: the row kernel, when no graph is being built
+            return _backward_kernel(ctx, x.numpy(), weight, grad.numpy())
+        dims = tuple(range(x.ndim - len(ctx.normalized_shape), x.ndim))
+        rows = tuple(range(x.ndim - len(ctx.normalized_shape)))
         centered = x - x.mean(dims, keepdim=True)
-        rstd = ((centered * centered).mean(dims, keepdim=True) + eps).rsqrt()
+        rstd = ((centered * centered).mean(dims, keepdim=True) + ctx.eps).rsqrt()
         x_hat = centered * rstd
-        g_hat = grad * params[0] if has_weight else grad
+        g_hat = grad * weight if ctx.has_weight else grad
         dx = (g_hat - g_hat.mean(dims, keepdim=True)
               - x_hat * (g_hat * x_hat).mean(dims, keepdim=True)) * rstd
         grads = [dx]
-        if has_weight:
+        if ctx.has_weight:
             grads.append((grad * x_hat).sum(rows) if rows else grad * x_hat)
-        if has_bias:
+        if ctx.has_bias:
             grads.append(grad.sum(rows) if rows else grad)
         return tuple(grads)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return (f"(ĝ − mean(ĝ) − x̂ ⊙ mean(ĝ ⊙ x̂)) / σ  with ĝ = {operand(g)} ⊙ w, "
+                f"x̂ = ({x[0]} − mean) / σ", f"Σ_rows {operand(g)} ⊙ x̂",
+                f"Σ_rows {operand(g)}")[slot if slot == 0 or node.kwargs["has_weight"] else 2]
+
+
+def _backward_kernel(ctx: Context, x: np.ndarray, weight: Tensor | None,
+                     grad: np.ndarray) -> tuple[Tensor, ...]:
+    """The rule of :class:`LayerNorm` on the row kernel (``dx``, ``dw``, ``db`` in one pass)."""
+    features = math.prod(ctx.normalized_shape)
+    rows = np.ascontiguousarray(x).reshape(-1, features)  # (N, C)
+    # w = 1 when there is none: passing it makes the kernel return db as well
+    w = np.ones(features, x.dtype) if weight is None else \
+        np.ascontiguousarray(weight.numpy()).reshape(features)
+    grad_rows = np.ascontiguousarray(grad, dtype=x.dtype).reshape(rows.shape)  # (N, C)
+    dx, dweight, dbias = layer_norm_backward(grad_rows, rows, w, ctx.mean, ctx.rstd)
+    grads = [from_numpy(dx.reshape(x.shape))]
+    if ctx.has_weight:
+        grads.append(from_numpy(dweight.reshape(ctx.normalized_shape)))
+    if ctx.has_bias:
+        grads.append(from_numpy(dbias.reshape(ctx.normalized_shape)))
+    return tuple(grads)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError
 from ..kernels.softmax import (
     log_softmax_backward,
@@ -23,8 +23,9 @@ from ..kernels.softmax import (
     softmax_backward,
     softmax_forward,
 )
-from ..tensor import Tensor, check_tensor
+from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import normalize_dim
+from .notation import operand
 
 
 def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
@@ -42,42 +43,50 @@ class Softmax(Function):
     ``Σ g⊙y`` is why a whole row of scores' gradients sums to zero.
     """
 
+    named_gradient = True
+
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _along(softmax_forward, dim, x)
-        ctx.save_for_backward(y, dim)
+    def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
+        y = from_numpy(_along(softmax_forward, dim, x.numpy()))
+        ctx.save_for_backward(y)
+        ctx.dim = dim
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        y, dim = ctx.saved
-        return (_along(softmax_backward, dim, y, grad),)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        (y,) = ctx.saved_tensors
+        if not is_grad_enabled():  # fast path: the row kernel, when no graph is being built
+            return from_numpy(_along(softmax_backward, ctx.dim, y.numpy(), grad.numpy())), None
+        return y * (grad - (grad * y).sum(ctx.dim, keepdim=True)), None
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        y = softmax(x, ctx.saved[1])
-        return (y * (grad - (grad * y).sum(ctx.saved[1], keepdim=True)),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{out} ⊙ ({g} − rowsum({operand(g)} ⊙ {out}))"
 
 
 class LogSoftmax(Function):
     """``y = x − max − log Σ e^(x − max)``; ``dx = g − e^y · Σ g`` along ``dim``."""
 
+    named_gradient = True
+
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        y = _along(log_softmax_forward, dim, x)
-        ctx.save_for_backward(y, dim)
+    def forward(ctx: Context, x: Tensor, dim: int) -> Tensor:
+        y = from_numpy(_along(log_softmax_forward, dim, x.numpy()))
+        ctx.save_for_backward(y)
+        ctx.dim = dim
         return y
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        y, dim = ctx.saved
-        return (_along(log_softmax_backward, dim, y, grad),)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        (y,) = ctx.saved_tensors
+        if not is_grad_enabled():  # fast path: the row kernel, when no graph is being built
+            return from_numpy(_along(log_softmax_backward, ctx.dim, y.numpy(),
+                                     grad.numpy())), None
+        return grad - y.exp() * grad.sum(ctx.dim, keepdim=True), None
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        return (grad - softmax(x, ctx.saved[1]) * grad.sum(ctx.saved[1], keepdim=True),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} − softmax({x[0]}) ⊙ rowsum({g})"
 
 
 def _checked(op: str, x: Tensor, dim: int | None, dtype: object) -> tuple[Tensor, int]:
@@ -102,10 +111,10 @@ def softmax(input: Tensor, dim: int | None = None, dtype: object = None) -> Tens
     [[0.5, 0.5]]
     """
     x, axis = _checked("softmax", input, dim, dtype)
-    return Softmax.apply(x, dim=axis) if x.numel() else x
+    return Softmax.apply(x, axis) if x.numel() else x
 
 
 def log_softmax(input: Tensor, dim: int | None = None, dtype: object = None) -> Tensor:
     """``log(softmax(x))`` along ``dim``, computed without overflow."""
     x, axis = _checked("log_softmax", input, dim, dtype)
-    return LogSoftmax.apply(x, dim=axis) if x.numel() else x
+    return LogSoftmax.apply(x, axis) if x.numel() else x
