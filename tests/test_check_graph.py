@@ -15,14 +15,14 @@ class Swish(Function):
 
     @staticmethod
     def forward(ctx, x):
-        sigma = 1.0 / (1.0 + np.exp(-x))
+        sigma = 1.0 / (1.0 + (-x).exp())
         ctx.save_for_backward(x, sigma)
         return x * sigma
 
     @staticmethod
     def backward(ctx, grad):
-        x, sigma = ctx.saved
-        return (grad * (sigma + x * sigma * (1.0 - sigma)),)
+        x, sigma = ctx.saved_tensors
+        return grad * (sigma + x * sigma * (1.0 - sigma))
 
 
 class SwishWithoutProductRule(Swish):
@@ -30,8 +30,8 @@ class SwishWithoutProductRule(Swish):
 
     @staticmethod
     def backward(ctx, grad):
-        _, sigma = ctx.saved
-        return (grad * sigma,)
+        _, sigma = ctx.saved_tensors
+        return grad * sigma
 
 
 class Activation(ta.nn.Module):
@@ -132,8 +132,8 @@ def test_a_float32_backward_ten_percent_off_is_caught():
 
         @staticmethod
         def backward(ctx, grad):
-            (x,) = ctx.saved
-            return (grad * 2.2 * x,)
+            (x,) = ctx.saved_tensors
+            return grad * 2.2 * x
 
     x = ta.randn(40, requires_grad=True)  # float32, probed along random directions
     report = inspect.check_graph((ScaledWrong.apply(x) * ta.randn(40)).sum())

@@ -33,7 +33,7 @@ def attention_loss(impl, dropout=0.0):
 def test_byte_counts_are_the_arrays_nbytes(impl):
     loss = attention_loss(impl, dropout=0.1)
     ledger = inspect.memory_ledger(loss)
-    order = ta.autograd.engine._topological_order([loss.grad_fn])
+    order = ta.autograd.engine.topological_order([loss.grad_fn])
     expected = [a for node in order for a in saved_arrays(node.saved)]
     assert [e.nbytes for e in ledger.entries] == [a.nbytes for a in expected]
     assert [e.shape for e in ledger.entries] == [a.shape for a in expected]
@@ -68,7 +68,7 @@ def test_the_fused_output_and_the_output_projections_input_are_one_array():
                    and e.item in ("saved[0]", "saved[1]", "saved[2]")]
     assert len(projections) == 3 and all(e.shape == (B, H, T, D) for e in projections)
     loss = attention_loss("fused")
-    fused = next(n for n in ta.autograd.engine._topological_order([loss.grad_fn])
+    fused = next(n for n in ta.autograd.engine.topological_order([loss.grad_fn])
                  if n.name == "FusedAttention")
     for tensor, saved in zip(fused.inputs, fused.saved[:3]):
         assert tensor.numpy() is saved and tensor.grad_fn.name == "Permute"

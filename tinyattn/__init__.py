@@ -44,6 +44,7 @@ from .creation import (
     full,
     full_like,
     linspace,
+    multinomial,
     ones,
     ones_like,
     rand,
@@ -147,9 +148,11 @@ from .ops import (
     where,
 )
 from .printing import set_printoptions
-from .random import manual_seed, multinomial, seed
+from .random import manual_seed, seed
 from .serialization import load, save
 from .tensor import Size, Tensor
+
+autograd.gradcheck, autograd.gradgradcheck = gradcheck, gradgradcheck  # torch.autograd's names
 
 # PyTorch's other names for the dtypes, and its constants
 float = float32  # noqa: A001

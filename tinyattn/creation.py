@@ -16,7 +16,7 @@ from . import dtypes
 from .devices import check_device
 from .errors import ShapeError
 from .random import generator
-from .tensor import Tensor, from_numpy
+from .tensor import Tensor, check_tensor, from_numpy
 from .validation import check_int, is_int, shape_arg
 
 
@@ -186,3 +186,34 @@ def full_like(input: Tensor, fill_value: Any, dtype: Any = None, device: Any = N
     """``input``'s shape filled with ``fill_value`` (and its dtype unless given)."""
     return full(input.shape, fill_value, dtype=input.dtype if dtype is None else dtype,
                 device=device, requires_grad=requires_grad)
+
+
+def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
+    """Indices sampled from the rows of ``input`` (non-negative weights, not necessarily
+    normalised), as ``torch.multinomial``: shape ``(num_samples,)`` or ``(B, num_samples)``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.manual_seed(0)
+    >>> ta.multinomial(ta.tensor([0.0, 1.0, 0.0]), 2, replacement=True).tolist()
+    [1, 1]
+    """
+    check_tensor("multinomial", "input", input)
+    num_samples = check_int("multinomial", "num_samples", num_samples, 1)
+    weights = input.numpy().astype(np.float64)
+    if weights.ndim not in (1, 2):
+        raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
+    rows = weights.reshape(-1, weights.shape[-1])
+    if not np.all(np.isfinite(rows)) or (rows < 0).any():
+        raise ValueError("multinomial: probabilities must be finite and non-negative")
+    totals = rows.sum(axis=1)
+    if (totals <= 0).any():
+        raise ShapeError("multinomial: each row must have a positive sum")
+    if not replacement and (np.count_nonzero(rows, axis=1) < num_samples).any():
+        raise ShapeError(f"multinomial: cannot draw {num_samples} samples without "
+                           "replacement from a row with fewer non-zero weights")
+    draws = np.stack([generator().choice(rows.shape[1], size=num_samples,
+                                        replace=replacement, p=row / total)
+                      for row, total in zip(rows, totals)])
+    return Tensor(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64))

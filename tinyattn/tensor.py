@@ -25,7 +25,7 @@ from . import autograd, dtypes, tensor_methods
 from .autograd import function
 from .devices import CPU, check_device, device
 from .dtypes import float32, float64, int64
-from .errors import DTypeError, ShapeError
+from .errors import DTypeError, ShapeError, caller_location
 from .tensor_methods import TensorMethods
 from .validation import normalize_dim
 
@@ -446,9 +446,20 @@ class Tensor(TensorMethods):
 
     __hash__ = object.__hash__
 
+    def __getattr__(self, name: str) -> Any:
+        # Reached only when normal lookup fails: a PyTorch method tinyattn does not have.
+        if name.startswith("_"):
+            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+        raise AttributeError(f"tinyattn has no torch.Tensor.{name}{caller_location()}: its "
+                             "Tensor covers the methods attention and small-GPT code uses (see "
+                             "'What runs unchanged' in the README)")
+
     @property
     def T(self) -> Tensor:
-        """All dims reversed (the matrix transpose for 2-D tensors)."""
+        """All dims reversed (the matrix transpose for 2-D tensors; a 0-d or 1-d tensor is
+        returned as it is, as PyTorch)."""
+        if self.ndim < 2:
+            return self
         return _ops.permute(self, *reversed(range(self.ndim)))
 
     @property

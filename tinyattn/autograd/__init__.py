@@ -5,7 +5,10 @@
 - :mod:`.grad_mode` — ``no_grad`` and friends, ``detect_anomaly``;
 - :mod:`.functional` — ``vjp``, ``jvp``, ``jacobian``, ``hessian``, ``hvp``, ``vhp``.
 
-Nothing here knows about numba or the kernels: the engine only calls each op's rules.
+Nothing here knows about numba or the kernels: the engine only calls each op's rules. This
+package sits below :mod:`tinyattn.tensor` and never imports it (the Tensor class registers
+itself in :data:`function.TENSOR`); ``ta.autograd.gradcheck`` and ``gradgradcheck``, which are
+built on the ops, are attached by the top-level package, as PyTorch names them.
 """
 
 from . import functional
@@ -26,13 +29,3 @@ __all__ = [
     "inference_mode", "is_anomaly_enabled", "is_grad_enabled", "no_grad", "ReleasedInput",
     "run_backward", "seed_gradient", "set_grad_enabled", "unbroadcast",
 ]
-
-
-def __getattr__(name: str) -> object:
-    """``ta.autograd.gradcheck`` / ``gradgradcheck``, as in ``torch.autograd`` (imported late:
-    the checks are built on this package)."""
-    if name in ("gradcheck", "gradgradcheck"):
-        from ..gradcheck import gradcheck, gradgradcheck
-
-        return {"gradcheck": gradcheck, "gradgradcheck": gradgradcheck}[name]
-    raise AttributeError(f"module 'tinyattn.autograd' has no attribute {name!r}")

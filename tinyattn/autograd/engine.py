@@ -59,7 +59,7 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
     return reduced.reshape(shape)
 
 
-def _topological_order(roots: Sequence[Context]) -> list[Context]:
+def topological_order(roots: Sequence[Context]) -> list[Context]:
     """Contexts reachable from ``roots``, each before every context that feeds it."""
     order: list[Context] = []
     visited = {id(r) for r in roots}
@@ -133,8 +133,9 @@ def run_backward(
         Add the gradients into ``.grad`` (of every leaf, or of ``targets``), as ``backward()``
         does; when False they are only returned, as ``autograd.grad`` does.
     on_node
-        Called as ``on_node(ctx, grads_out, grads_in)`` for each op, with numpy arrays (used by
-        ``inspect.trace``).
+        Called as ``on_node(ctx, grads_out, grads_in)`` for each op, with numpy arrays: the
+        gradient of each output, and the one sent to each input (summed to its shape; None
+        where none is sent). Used by ``inspect.trace``.
 
     Returns
     -------
@@ -157,7 +158,7 @@ def run_backward(
         held = buffer[root._output_nr]
         buffer[root._output_nr] = grad if held is None else held + grad
         root_nodes.append(node)
-    order = _topological_order(root_nodes)
+    order = topological_order(root_nodes)
     target_ids = None
     captured: dict[int, Any] = {}
     target_of_node: dict[tuple[int, int], Tensor] = {}
@@ -188,6 +189,7 @@ def run_backward(
                     continue
             input_grads = _call_backward(node, grads)
             edges, needs, inputs = node.edges, node.needs_input_grad, node.inputs
+            sent = [None] * len(edges) if on_node is not None else None
             for i, edge in enumerate(edges):
                 g = input_grads[i]
                 if g is None or edge is None or not needs[i]:
@@ -204,6 +206,8 @@ def run_backward(
                         f"detect_anomaly: the backward of '{node.name}' produced non-finite "
                         f"values in the gradient of its input {i} (shape {g.shape})"
                     )
+                if sent is not None:
+                    sent[i] = g._data
                 if type(edge) is Context or isinstance(edge, Context):
                     buffer = node_grads.get(id(edge))
                     if buffer is None:
@@ -215,8 +219,7 @@ def run_backward(
                     held = leaf_grads.get(id(edge))
                     leaf_grads[id(edge)] = (edge, g if held is None else held[1] + g)
             if on_node is not None:
-                on_node(node, tuple(None if g is None else g._data for g in grads),
-                        tuple(None if g is None else g._data for g in input_grads))
+                on_node(node, tuple(None if g is None else g._data for g in grads), tuple(sent))
             if not retain_graph:
                 node.free()
         for tensor, grad in leaf_grads.values():

@@ -173,11 +173,15 @@ class Context:
         """The dtype of the (first) output."""
         return self.out_dtypes[0]
 
-    @property
-    def saved_arrays(self) -> tuple[np.ndarray, ...]:
-        """The arrays the graph keeps for this op's backward (for the memory ledger)."""
-        return tuple(s.array if type(s) is _SavedOutput else s._data
-                     for s in self._saved if s is not None)
+    def kept_for_backward(self) -> list[tuple[str, Any]]:
+        """What the graph keeps for this op's backward, labelled: each saved tensor's array
+        (``saved[i]``) and every value ``forward`` set on ctx (``ctx.lse``), for the memory
+        ledger."""
+        kept = [(f"saved[{i}]", s.array if type(s) is _SavedOutput else s._data)
+                for i, s in enumerate(self._saved) if s is not None]
+        kept += [(f"ctx.{name}", value) for name, value in vars(self).items()
+                 if name not in _CONTEXT_ATTRIBUTES]
+        return kept
 
     def retarget_saved_output(self, output: Any, target: Any) -> None:
         """``output`` (which this op saved) was written into ``target`` in place: check
@@ -222,6 +226,12 @@ class Context:
     def __repr__(self) -> str:
         return f"<{self.name}Backward>"
 
+
+_CONTEXT_ATTRIBUTES = frozenset({
+    "fn", "inputs", "kwargs", "needs_input_grad", "edges", "input_slots", "out_shapes",
+    "out_dtypes", "hooks", "retained", "freed", "materialize_grads", "_saved", "_saved_versions",
+    "_dirty", "_non_differentiable"})
+"""A context's own attributes (everything else on it was set by the op's forward)."""
 
 _FREED = (
     "backward: trying to backward through the graph a second time (op '{name}'): its saved "

@@ -19,20 +19,23 @@ that the outputs do not depend on is an error; otherwise its derivative is zeros
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from . import function
 from .engine import grad
 from .grad_mode import enable_grad
 
-
-def _tuple(value: Any, label: str, op: str) -> tuple[tuple, bool]:
+if TYPE_CHECKING:
     from ..tensor import Tensor
 
-    if isinstance(value, Tensor):
+
+def _tuple(value: Any, label: str, op: str) -> tuple[tuple, bool]:
+
+    if isinstance(value, function.TENSOR):
         return (value,), True
-    if isinstance(value, (tuple, list)) and all(isinstance(v, Tensor) for v in value):
+    if isinstance(value, (tuple, list)) and all(isinstance(v, function.TENSOR) for v in value):
         return tuple(value), False
     raise TypeError(f"{op}: {label} must be a Tensor or a tuple of Tensors, got "
                     f"{type(value).__name__}")
@@ -56,13 +59,12 @@ def _float_inputs(inputs: Any, op: str) -> tuple[tuple, bool]:
 
 def _vectors(v: Any, like: tuple, op: str, label: str = "v") -> tuple:
     """``v`` as a tuple matching ``like`` in shapes; ones allowed only for one-element ``like``."""
-    from ..tensor import Tensor
 
     if v is None:
         if any(t.numpy().size != 1 for t in like):
             raise RuntimeError(f"{op}: {label} can be omitted only when the function's "
                                "inputs/outputs have a single element each")
-        return tuple(Tensor(np.ones(t.shape, t.dtype)) for t in like)
+        return tuple(t.new_ones(t.shape) for t in like)
     vs, _ = _tuple(v, label, op)
     if len(vs) != len(like) or any(a.shape != b.shape for a, b in zip(vs, like)):
         raise RuntimeError(f"{op}: {label} has shapes {[t.shape for t in vs]}, expected "
@@ -73,7 +75,6 @@ def _vectors(v: Any, like: tuple, op: str, label: str = "v") -> tuple:
 def _grads(outputs: tuple, inputs: tuple, vs: tuple, create_graph: bool, strict: bool,
            op: str) -> tuple:
     """``Σ_k v_kᵀ ∂outputs_k/∂inputs``, zeros (or an error when ``strict``) for unused inputs."""
-    from ..tensor import Tensor
 
     pairs = [(o, v) for o, v in zip(outputs, vs) if o.requires_grad]
     if not pairs:
@@ -87,7 +88,7 @@ def _grads(outputs: tuple, inputs: tuple, vs: tuple, create_graph: bool, strict:
             if strict:
                 raise RuntimeError(f"{op}: the output is independent of inputs[{i}] "
                                    "(strict=True)")
-            g = Tensor(np.zeros(x.shape, x.dtype))
+            g = x.new_zeros(x.shape)
         results.append(g if create_graph else g.detach())
     return tuple(results)
 
@@ -146,13 +147,12 @@ def jvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     ...                            ta.tensor([1.0, 0.5]))[1].tolist()
     [2.0, 3.0]
     """
-    from ..tensor import Tensor
 
     xs, single_in = _float_inputs(inputs, "jvp")
     vs = _vectors(v, xs, "jvp")
     xs = _leaves(xs, create_graph)
     outputs, single_out = _call(func, xs, "jvp")
-    dummies = tuple(Tensor(np.zeros(o.shape, o.dtype), requires_grad=True) for o in outputs)
+    dummies = tuple(o.new_zeros(o.shape, requires_grad=True) for o in outputs)
     with enable_grad():
         pulled = _grads(outputs, xs, dummies, True, strict, "jvp")
     used = [(p, v) for p, v in zip(pulled, vs) if p.requires_grad]
@@ -164,7 +164,7 @@ def jvp(func: Callable, inputs: Any, v: Any = None, create_graph: bool = False,
     result = []
     for d, g in zip(dummies, found):
         if g is None:
-            g = Tensor(np.zeros(d.shape, d.dtype))
+            g = d.new_zeros(d.shape)
         result.append(g if create_graph else g.detach())
     return _shaped(_detach(outputs, create_graph), single_out), _shaped(tuple(result), single_out)
 
@@ -185,8 +185,6 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
     >>> J.tolist()                       # diag(p) − p pᵀ with p = (½, ½)
     [[0.25, -0.25], [-0.25, 0.25]]
     """
-    from ..ops import stack
-    from ..tensor import Tensor
 
     if strategy != "reverse-mode":
         raise ValueError(f"jacobian: only strategy='reverse-mode' is supported, got {strategy!r}")
@@ -199,18 +197,17 @@ def jacobian(func: Callable, inputs: Any, create_graph: bool = False, strict: bo
         for k in range(out.numpy().size):
             unit = np.zeros(out.numpy().size, out.dtype)
             unit[k] = 1
-            cotangents = tuple(Tensor(unit.reshape(o.shape)) if o is out else
-                               Tensor(np.zeros(o.shape, o.dtype)) for o in outputs)
+            cotangents = tuple(o.new_tensor(unit.reshape(o.shape)) if o is out else
+                               o.new_zeros(o.shape) for o in outputs)
             for j, g in enumerate(_grads(outputs, xs, cotangents, create_graph, strict,
                                          "jacobian")):
                 per_input[j].append(g)
         blocks = []
         for j, x in enumerate(xs):
-            if per_input[j]:
-                block = stack(per_input[j]).reshape(out.shape + x.shape)
-            else:
-                block = Tensor(np.zeros(out.shape + x.shape, x.dtype))
-            blocks.append(block)
+            block = x.new_zeros((len(per_input[j]),) + x.shape)  # one row per output element
+            for k, row in enumerate(per_input[j]):
+                block[k] = row  # recorded (differentiable) when create_graph
+            blocks.append(block.reshape(out.shape + x.shape))
         rows.append(tuple(blocks))
     if single_out:
         return _shaped(rows[0], single_in)

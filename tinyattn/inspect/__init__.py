@@ -6,13 +6,12 @@ module                 what it gives
 ``trace.py``           :func:`trace`: the gradient norms every op saw in one backward
 ``dot.py``             :func:`to_dot`, :func:`render`: the graph as Graphviz DOT / SVG
 ``check.py``           :func:`check_graph`: every node's backward vs finite differences
-``explain.py``         :func:`explain`: the symbolic gradient path to a tensor
-``formulas.py``        how each op's chain-rule step is written for ``explain``
+``explain.py``         :func:`explain`: the symbolic gradient path to a tensor, written
+                       with each op's own ``formula``
 ``ledger.py``          :func:`memory_ledger`: every array saved for backward
 ``gradients.py``       :func:`attention_gradients`: P, dP, dS per layer and head; rollout
 ``saturation.py``      softmax saturation statistics and the scale lab
 ``plots.py``           heatmaps and curves (matplotlib, optional)
-``table.py``           reports as text tables and Jupyter HTML
 ``graph.py``           walking a recorded graph (node numbering shared by every tool)
 =====================  ==============================================================
 

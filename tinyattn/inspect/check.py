@@ -4,16 +4,17 @@ A gradient check of a whole model says *that* a gradient is wrong; this says *wh
 ``#k`` with output ``y = f(x_0, x_1, ...)``, a random cotangent ``v`` of ``y``'s shape and each
 input ``x_i`` that needs a gradient:
 
-* the analytic side is the op's own ``backward(ctx, v)``, run on the values the node saved in
-  the forward pass (the graph is not modified), summed back to ``x_i``'s shape;
+* the analytic side is the op's own ``backward(ctx, v)`` — its one rule, with its kernel fast
+  path where it has one, as an ordinary ``backward()`` runs it — on the values the node saved
+  in the forward pass (the graph is not modified), summed back to ``x_i``'s shape;
 * the numeric side is the central difference (:func:`tinyattn.gradcheck.central_difference`)
   of ``L(x_i) = <v, f(..., x_i, ...)>``, recomputed in float64: ``fn.forward`` runs again on
-  float64 copies of the node's input arrays with its recorded keyword arguments
-  (``ctx.kwargs``), so a float32 graph is checked against an exact reference. A random forward
-  (dropout) is deterministic here: its seed is one of those arguments. A linear op (add,
-  reshape, dropout ...) does not keep the values of an intermediate input (see
-  :class:`tinyattn.autograd.ReleasedInput`); it is rerun on random values of that input's shape,
-  which test the same Jacobian.
+  float64 copies of the node's input tensors with its other recorded arguments
+  (``ctx.inputs``, ``ctx.kwargs``), so a float32 graph is checked against an exact reference.
+  A random forward (dropout) is deterministic here: its seed is one of those arguments. A
+  linear op (add, reshape, dropout ...) does not keep the values of an intermediate input (see
+  :class:`tinyattn.autograd.ReleasedInput`); it is rerun on random values of that input's
+  shape, which test the same Jacobian.
 
 Both are compared along probes ``u`` — every unit vector for small inputs, random directions
 for large ones (``<g_i, u>`` against ``dL/du``): pass when ``|analytic − numeric| <= atol · scale
@@ -36,7 +37,7 @@ from ..autograd import Context, ReleasedInput, no_grad, unbroadcast
 from ..autograd.engine import nodes_towards
 from ..gradcheck import central_difference
 from ..tables import Row, TableReport, format_float, shape_text
-from ..tensor import Tensor
+from ..tensor import Tensor, from_numpy
 from .graph import graph_nodes, graph_target
 
 TOLERANCES = {"float64": (1e-6, 1e-4), "float32": (1e-3, 1e-2), "float16": (2e-2, 5e-2)}
@@ -205,6 +206,10 @@ def _as_float64(value: Any) -> Any:
     return value
 
 
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, (Tensor, ReleasedInput))
+
+
 def _input_values(tensor: Tensor | ReleasedInput, rng: np.random.Generator) -> np.ndarray:
     """An input's values for the rerun: float64 copies, or random normal values where a linear
     op did not keep them (its Jacobian is the same at every point)."""
@@ -217,9 +222,10 @@ def _input_values(tensor: Tensor | ReleasedInput, rng: np.random.Generator) -> n
 def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
                 atol: float | None, rtol: float | None, max_elements: int,
                 directions: int) -> NodeCheck:
-    shapes = tuple(t.shape for t in node.inputs)
-    wanted = tuple(i for i, (t, need) in enumerate(zip(node.inputs, node.needs_input_grad))
-                   if need and t.dtype.kind == "f")
+    slots = [i for i, value in enumerate(node.inputs) if _is_tensor(value)]
+    shapes = tuple(node.inputs[i].shape for i in slots)
+    wanted = tuple(i for i in slots
+                   if node.needs_input_grad[i] and node.inputs[i].dtype.kind == "f")
 
     def result(status: str, note: str, errors: tuple = (None, None)) -> NodeCheck:
         return NodeCheck(index, node.name, shapes, wanted, errors[0], errors[1], status, note)
@@ -227,42 +233,46 @@ def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
     if not wanted:
         return result("skipped", "no input needs a gradient")
     try:
-        node.check_versions()
+        node.saved_tensors  # noqa: B018  (raises if a saved tensor was changed in place)
     except RuntimeError:
         return result("skipped", "a saved tensor was modified in place after the op")
     default_atol, default_rtol = TOLERANCES.get(np.dtype(node.out_dtype).name, (1e-3, 1e-2))
     atol = default_atol if atol is None else atol
     rtol = default_rtol if rtol is None else rtol
 
-    arrays = [_input_values(t, rng) for t in node.inputs]
+    args = [_input_values(v, rng) if _is_tensor(v) else _as_float64(v) for v in node.inputs]
     kwargs = {k: _as_float64(v) for k, v in node.kwargs.items()}
 
-    def forward(args: list) -> np.ndarray:
-        fresh = Context(node.fn, node.inputs, record=False)
-        fresh.needs_input_grad = node.needs_input_grad
-        return np.asarray(node.fn.forward(fresh, *args, **kwargs), dtype=np.float64)
+    def forward(values: list) -> tuple[np.ndarray, ...]:
+        tensors = [from_numpy(v) if i in slots else v for i, v in enumerate(values)]
+        fresh = Context(node.fn, tuple(tensors), node.needs_input_grad, kwargs)
+        out = node.fn.forward(fresh, *tensors, **kwargs)
+        outs = out if isinstance(out, tuple) else (out,)
+        return tuple(np.asarray(o.numpy(), dtype=np.float64) for o in outs)
 
     try:
-        finite = np.isfinite(forward(arrays))  # -inf where a mask filled: constant, left out
+        finite = [np.isfinite(o) for o in forward(args)]  # -inf where a mask filled: constant
     except Exception as err:
         return result("skipped", f"the forward could not be rerun in float64 "
                                  f"({type(err).__name__}: {err})")
-    cotangent = (rng.standard_normal(node.out_shape) * finite).astype(node.out_dtype)
-    weights = cotangent.astype(np.float64)
+    cotangents = [(rng.standard_normal(shape) * ok).astype(dtype)
+                  for shape, dtype, ok in zip(node.out_shapes, node.out_dtypes, finite)]
+    weights = [c.astype(np.float64) for c in cotangents]
     try:
-        grads = node.fn.backward(node, cotangent.copy())
+        grads = node.fn.backward(node, *(from_numpy(c.copy()) for c in cotangents))
     except Exception as err:  # a learner's backward may fail in any way: report, go on
         return result("FAIL", f"backward raised {type(err).__name__}: {err}")
     grads = grads if isinstance(grads, tuple) else (grads,)
-    if len(grads) != len(node.inputs):
+    if len(grads) < len(node.inputs):
         return result("FAIL", f"backward returned {len(grads)} gradients for "
                               f"{len(node.inputs)} inputs")
 
     def objective(slot: int):
         def loss(x: np.ndarray) -> float:
-            args = list(arrays)
-            args[slot] = x
-            return float(np.sum(np.where(finite, forward(args) * weights, 0.0)))
+            values = list(args)
+            values[slot] = x
+            return float(sum(np.sum(np.where(ok, out * w, 0.0))
+                             for out, w, ok in zip(forward(values), weights, finite)))
         return loss
 
     worst_abs = worst_rel = 0.0
@@ -272,13 +282,15 @@ def _check_node(node: Context, index: int, rng: np.random.Generator, eps: float,
         if grad is None:
             return result("FAIL", f"backward returned None for input {slot}, which needs a "
                                   "gradient")
+        shape = node.inputs[slot].shape
         try:
-            analytic = unbroadcast(np.asarray(grad, dtype=np.float64), shapes[slot])
+            analytic = unbroadcast(np.asarray(grad.numpy() if isinstance(grad, Tensor) else grad,
+                                              dtype=np.float64), shape)
         except ValueError:
             return result("FAIL", f"input {slot}: gradient of shape {np.shape(grad)} for an "
-                                  f"input of shape {shape_text(shapes[slot])}")
+                                  f"input of shape {shape_text(shape)}")
         loss = objective(slot)
-        x = arrays[slot]
+        x = args[slot]
         movable = np.isfinite(x)  # a -inf (masked) entry is not perturbed
         if x.size <= max_elements:
             probes = np.eye(x.size).reshape((x.size,) + x.shape)[movable.reshape(-1)]

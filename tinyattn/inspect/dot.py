@@ -16,6 +16,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from ..autograd import ReleasedInput
 from ..tables import array_norm, shape_text
 from ..tensor import Tensor
 from .graph import graph_nodes
@@ -98,6 +99,8 @@ def to_dot(
             label += f"\n|grad| {row.grad_norm:.3e}"
         lines.append(f"  n{id(node)} [shape=box, label={_dot_quote(label)}];")
         for slot, (inp, edge) in enumerate(zip(node.inputs, node.edges)):
+            if edge is None and not isinstance(inp, (Tensor, ReleasedInput)):
+                continue  # an option of the op (a dim, a seed), not an input tensor
             source = f"n{id(edge)}" if edge is not None and edge is not inp else leaf_node(inp)
             lines.append(f"  {source} -> n{id(node)} [label={_dot_quote(str(slot))}];")
     lines.append("}")

@@ -28,8 +28,8 @@ from ..autograd import Context
 from ..autograd.engine import nodes_towards
 from ..nn.module import Module
 from ..tables import shape_text
+from ..autograd import ReleasedInput
 from ..tensor import Tensor
-from .formulas import chain_rule, starts_named_gradient, swaps_last_two
 from .graph import consumers, graph_nodes, graph_target
 
 SUBSCRIPTS = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
@@ -143,7 +143,8 @@ def explain(tensor: Tensor, output: Tensor,
             continue
         inline, chain = composed[id(node)][0] if uses.get(id(node), 1) == 1 else \
             (symbols[id(node)], [])
-        operands = [label(_key(node, i)) for i in range(len(node.inputs))]
+        operands = [label(_key(node, i)) if _is_tensor(value) else repr(value)
+                    for i, value in enumerate(node.inputs)]
         for slot, edge in enumerate(node.edges):
             if edge is None or (id(edge) not in through and edge is not target):
                 continue
@@ -164,6 +165,36 @@ def explain(tensor: Tensor, output: Tensor,
                        parts[0][1] if len(parts) == 1 else [], steps, paths[id(target)])
 
 
+def chain_rule(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+    """The gradient ``node`` sends to its input ``slot``, written by the op's own ``formula``
+    from its output's gradient ``g``, the names ``x`` of its inputs and ``out`` of its output
+    (``J_Opᵀ[i](g)``, its Jacobian's transpose, for an op without a formula)."""
+    formula = node.fn.formula
+    if formula is None:
+        return f"J_{node.name}ᵀ[{slot}]({g})"
+    return formula(node, slot, g, x, out)
+
+
+def starts_named_gradient(node: Context) -> bool:
+    """Whether ``node``'s step starts a named gradient (an op that names its gradient, or one
+    without a formula)."""
+    return node.fn.named_gradient or node.fn.formula is None
+
+
+def swaps_last_two(node: Context) -> bool:
+    """Whether a ``Permute`` node swaps exactly the last two dims (a transpose)."""
+    dims = node.kwargs.get("dims")
+    if dims is None:
+        dims = node.inputs[1] if len(node.inputs) > 1 else ()
+    dims = tuple(dims)
+    n = len(dims)
+    return n >= 2 and dims == tuple(range(n - 2)) + (n - 1, n - 2)
+
+
+def _is_tensor(value: Any) -> bool:
+    return isinstance(value, (Tensor, ReleasedInput))
+
+
 def _key(node: Context, slot: int) -> int:
     """The id naming input ``slot`` of ``node``: its producer node, or the tensor itself."""
     edge = node.edges[slot]
@@ -177,6 +208,8 @@ def _names(order: list[Context], output: Tensor, names: Any) -> dict[int, str]:
     leaves = constants = 0
     for node in order:
         for slot, tensor in enumerate(node.inputs):
+            if not _is_tensor(tensor):
+                continue
             key = _key(node, slot)
             if key in labels or node.edges[slot] is not None and node.edges[slot] is not tensor:
                 continue

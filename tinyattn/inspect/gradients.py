@@ -168,7 +168,7 @@ def _softmax_output(weights: Tensor) -> Tensor:
         raise RuntimeError("attention_gradients: the attention weights do not come from a "
                            "softmax in the graph (is grad mode on, and do the parameters "
                            "require grad?)")
-    return weights if node is weights.grad_fn else Tensor._from_op(node.saved[0], node)
+    return weights if node is weights.grad_fn else node.saved_tensors[0]
 
 
 def _run_loss(model: Module, batch: Any, loss_fn: LossFn | None, op: str) -> tuple[Any, Tensor]:

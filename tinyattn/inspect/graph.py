@@ -10,7 +10,7 @@ gradient goes: another node, a leaf tensor that requires grad, or nowhere (None)
 from __future__ import annotations
 
 from ..autograd import Context
-from ..autograd.engine import _topological_order
+from ..autograd.engine import topological_order
 from ..tensor import Tensor
 
 FREED = ("{op}: the graph was freed by a backward pass (op '{name}' no longer holds its saved "
@@ -37,7 +37,7 @@ def graph_nodes(tensor: Tensor, op: str) -> list[Context]:
 
     Raises when ``tensor`` has no graph or a node was freed by an earlier backward pass.
     """
-    order = _topological_order([require_graph(tensor, op)])
+    order = topological_order([require_graph(tensor, op)])
     for node in order:
         if node.freed:
             raise RuntimeError(FREED.format(op=op, name=node.name))

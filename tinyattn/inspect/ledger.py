@@ -170,7 +170,8 @@ def memory_ledger(output: Tensor,
     buffers: dict[int, np.ndarray] = {}
     quadratic: dict[int, int] = {}
     for index, node in enumerate(order):
-        for item, array in _arrays(node.saved, "saved"):
+        for item, array in (found for label, value in node.kept_for_backward()
+                            for found in _arrays(value, label)):
             buffer = _buffer(array)
             label = f"#{index} {item}"
             grows = array.ndim >= 2 and tuple(array.shape[-2:]) in lengths

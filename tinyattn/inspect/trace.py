@@ -52,13 +52,17 @@ class Trace(TableReport):
         self._by_node: dict[int, TraceRow] = {}
         self._nodes: list[Context] = []  # keeps the ids in _by_node valid
 
-    def _record(self, ctx: Context, grad_out: np.ndarray, grads_in: tuple) -> None:
+    def _record(self, ctx: Context, grads_out: tuple, grads_in: tuple) -> None:
+        tensors = [i for i, value in enumerate(ctx.inputs or ())
+                   if isinstance(value, (Tensor, ReleasedInput))]
         row = TraceRow(
             name=ctx.name,
             out_shape=tuple(ctx.out_shape),
-            grad_norm=array_norm(grad_out),
-            input_shapes=tuple(t.shape for t in ctx.inputs or ()),
-            input_grad_norms=tuple(None if g is None else array_norm(g) for g in grads_in),
+            grad_norm=float(np.sqrt(sum(array_norm(g) ** 2 for g in grads_out
+                                        if g is not None))),
+            input_shapes=tuple(ctx.inputs[i].shape for i in tensors),
+            input_grad_norms=tuple(None if grads_in[i] is None else array_norm(grads_in[i])
+                                   for i in tensors),
         )
         self.rows.append(row)
         self._by_node[id(ctx)] = row
