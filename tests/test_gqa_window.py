@@ -90,7 +90,7 @@ def test_shared_kv_head_gradient_is_the_sum_over_its_query_heads():
      ValueError, r"scaled_dot_product_attention: window_size must be an int >= 1, got 0"),
     (lambda: ta.nn.MultiHeadAttention(8, 4, window_size=0), ValueError,
      r"MultiHeadAttention: window_size must be an int >= 1, got 0"),
-    (lambda: ta.nn.MultiHeadAttention(8, 4, num_kv_heads=2).to_torch(), ValueError,
+    (lambda: ta.interop.to_torch(ta.nn.MultiHeadAttention(8, 4, num_kv_heads=2)), ValueError,
      r"torch.nn.MultiheadAttention has no grouped key/value heads"),
 ])
 def test_bad_grouped_or_windowed_arguments_raise_clear_errors(bad, error, message):

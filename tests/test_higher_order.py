@@ -343,7 +343,7 @@ def _torch_hvp(torch_loss, params, direction):
 def test_hessian_vector_product_through_multi_head_attention_equals_pytorch(impl):
     torch = pytest.importorskip("torch")
     theirs_layer = torch.nn.MultiheadAttention(8, 2, batch_first=True, dtype=torch.float64)
-    ours_layer = ta.nn.MultiHeadAttention.from_torch(theirs_layer)
+    ours_layer = ta.interop.from_torch(theirs_layer)
     ours_layer.impl = impl
     x = RNG.standard_normal((2, 5, 8))
     g = RNG.standard_normal((2, 5, 8))

@@ -23,10 +23,10 @@ LAYERS = [
     ("functional", ["functional"]),
     ("layers, optimizers, data, files", ["nn", "optim", "utils", "serialization", "cuda",
                                          "distributed", "backends", "amp", "testing"]),
-    ("study tools", ["inspect", "checks", "curvature", "study"]),
-    ("models", ["models", "gpt2", "tasks"]),
-    ("interop, training, lessons", ["interop", "train", "walkthrough", "exercises",
-                                    "warmup"]),
+    ("study tools", ["inspect", "curvature", "study"]),
+    ("models", ["models", "tasks"]),
+    ("interop, training, lessons", ["interop", "gpt2", "checks", "train", "walkthrough",
+                                    "exercises", "warmup"]),
     ("entry points", ["cli", "run", "__main__", "__init__"]),
 ]
 ALLOWED = {("tensor", "ops")}

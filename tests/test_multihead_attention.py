@@ -214,11 +214,11 @@ def test_a_fully_masked_query_gets_zeros_not_nan():
 
 # ---- conversions with the separate-projection layer ---------------------------------------------
 @pytest.mark.parametrize("bias", [True, False])
-def test_from_separate_and_to_separate_give_the_same_outputs_and_gradients(bias):
+def test_packed_and_separate_give_the_same_outputs_and_gradients(bias):
     separate = nn.MultiHeadAttention(E, H, bias=bias).double()
-    packed = nn.MultiheadAttention.from_separate(separate)
+    packed = ta.interop.packed(separate)
     assert packed.batch_first and packed.in_proj_weight.dtype == np.float64
-    back = packed.to_separate()
+    back = ta.interop.separate(packed)
     x = ta.randn(B, T, E, dtype=ta.float64)
     memory = ta.randn(B, S, E, dtype=ta.float64)
     padding = np.zeros((B, S), dtype=bool)
@@ -232,7 +232,7 @@ def test_from_separate_and_to_separate_give_the_same_outputs_and_gradients(bias)
     for name, param in back.named_parameters():
         np.testing.assert_array_equal(param.numpy(), dict(separate.named_parameters())[name]
                                       .numpy())
-    packed_seq_first = nn.MultiheadAttention.from_separate(separate, batch_first=False)
+    packed_seq_first = ta.interop.packed(separate, batch_first=False)
     out, _ = packed_seq_first(x.transpose(0, 1), x.transpose(0, 1), x.transpose(0, 1))
     np.testing.assert_allclose(out.transpose(0, 1).numpy(), separate(x).numpy(), rtol=1e-12,
                                atol=1e-14)
@@ -240,7 +240,7 @@ def test_from_separate_and_to_separate_give_the_same_outputs_and_gradients(bias)
 
 def test_a_causal_separate_layer_equals_the_packed_one_with_a_causal_mask():
     separate = nn.MultiHeadAttention(E, H, causal=True, dropout=0.25).double().eval()
-    packed = nn.MultiheadAttention.from_separate(separate)
+    packed = ta.interop.packed(separate)
     assert packed.dropout == 0.25 and not packed.training
     x = ta.randn(B, T, E, dtype=ta.float64, requires_grad=True)
     causal = ta.tensor(np.triu(np.ones((T, T), dtype=bool), k=1))
@@ -248,12 +248,12 @@ def test_a_causal_separate_layer_equals_the_packed_one_with_a_causal_mask():
     np.testing.assert_allclose(out.numpy(), separate(x).numpy(), rtol=1e-12, atol=1e-14)
 
 
-def test_to_separate_refuses_layouts_it_cannot_hold():
+def test_separate_refuses_layouts_it_cannot_hold():
     for options in ({"kdim": 3}, {"add_bias_kv": True}, {"add_zero_attn": True}):
-        with pytest.raises(ValueError, match="to_separate: only a layer with kdim == vdim"):
-            nn.MultiheadAttention(E, H, **options).to_separate()
-    with pytest.raises(TypeError, match="from_separate: expected a tinyattn.nn.MultiHead"):
-        nn.MultiheadAttention.from_separate(nn.Linear(2, 2))
+        with pytest.raises(ValueError, match="separate: only a layer with kdim == vdim"):
+            ta.interop.separate(nn.MultiheadAttention(E, H, **options))
+    with pytest.raises(TypeError, match="packed: expected a tinyattn.nn.MultiHead"):
+        ta.interop.packed(nn.Linear(2, 2))
 
 
 def test_a_torch_state_dict_round_trips_through_ours():

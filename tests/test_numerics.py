@@ -137,7 +137,7 @@ def test_multihead_attention_with_a_fully_padded_batch_row_is_finite():
         assert np.isfinite(tensor.grad.numpy()).all()
     np.testing.assert_array_equal(x.grad.numpy()[1], 0.0)
 
-    torch_mha = mha.to_torch()
+    torch_mha = ta.interop.to_torch(mha)
     tx = torch.tensor(x.numpy())
     expected, _ = torch_mha(tx[:1], tx[:1], tx[:1], key_padding_mask=torch.tensor(padding[:1]))
     np.testing.assert_allclose(out.numpy()[:1], expected.detach().numpy(), rtol=1e-10)

@@ -94,7 +94,7 @@ def assert_mha_grads_match(ours, theirs):
 def test_multi_head_attention_matches_torch(padding, causal, weights):
     rng = np.random.default_rng(3)
     theirs = torch_mha(seed=1)
-    ours = ta.nn.MultiHeadAttention.from_torch(theirs)
+    ours = ta.interop.from_torch(theirs)
     x, x_t = pair(rng.standard_normal((2, 5, 8)))
     kw = {}
     torch_kw = {"need_weights": weights != "none", "average_attn_weights": weights == "averaged"}
@@ -124,7 +124,7 @@ def test_multi_head_attention_matches_torch(padding, causal, weights):
 def test_cross_attention_with_float_padding_mask_matches_torch(bias):
     rng = np.random.default_rng(4)
     theirs = torch_mha(E=6, H=3, bias=bias, seed=2)
-    ours = ta.nn.MultiHeadAttention.from_torch(theirs)
+    ours = ta.interop.from_torch(theirs)
     (q, q_t), (k, k_t), (v, v_t) = (pair(rng.standard_normal(s)) for s in
                                     [(2, 4, 6), (2, 7, 6), (2, 7, 6)])
     kpm = np.where(rng.random((2, 7)) > 0.3, 0.0, -np.inf)
@@ -146,10 +146,10 @@ def test_cross_attention_with_float_padding_mask_matches_torch(bias):
 def test_to_torch_and_from_torch_round_trip():
     ta.manual_seed(3)
     ours = ta.nn.MultiHeadAttention(8, 4, dropout=0.25).double().eval()
-    theirs = ours.to_torch()
+    theirs = ta.interop.to_torch(ours)
     assert isinstance(theirs, torch.nn.MultiheadAttention) and theirs.batch_first
     assert theirs.dropout == 0.25 and not theirs.training
-    back = ta.nn.MultiHeadAttention.from_torch(theirs)
+    back = ta.interop.from_torch(theirs)
     for (name, a), (_, b) in zip(ours.state_dict().items(), back.state_dict().items()):
         np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=name)
     x, x_t = pair(np.random.default_rng(5).standard_normal((3, 6, 8)), requires_grad=False)
@@ -159,7 +159,7 @@ def test_to_torch_and_from_torch_round_trip():
 def test_unbatched_multi_head_attention_matches_torch():
     rng = np.random.default_rng(6)
     theirs = torch_mha(seed=4)
-    ours = ta.nn.MultiHeadAttention.from_torch(theirs)
+    ours = ta.interop.from_torch(theirs)
     x, x_t = pair(rng.standard_normal((5, 8)))
     kpm = np.array([False, False, False, True, True])
     out, attn = ours(x, key_padding_mask=kpm, need_weights=True)

@@ -19,6 +19,7 @@ from . import (
     dtypes,
     functional,
     inspect,
+    interop,
     memory,
     models,
     nn,

@@ -40,7 +40,9 @@ from typing import Any
 
 import numpy as np
 
+from .interop import split_projections
 from .models import TransformerLM, TransformerLMConfig
+from .tensor import from_numpy
 
 _SKIPPED = re.compile(r"h\.\d+\.attn\.(bias|masked_bias)$")
 
@@ -97,12 +99,12 @@ def gpt2_to_tinyattn(state_dict: Mapping[str, Any], num_layers: int) -> dict[str
         for norm in ("ln_1", "ln_2"):
             for name in ("weight", "bias"):
                 out[f"{dst}{norm}.{name}"] = arrays.pop(f"{src}{norm}.{name}")
-        packed = arrays.pop(f"{src}attn.c_attn.weight")  # (C, 3C): q, k, v column blocks
-        packed_bias = arrays.pop(f"{src}attn.c_attn.bias")  # (3C,)
-        C = packed.shape[0]
-        for i, role in enumerate(("q_proj", "k_proj", "v_proj")):
-            out[f"{dst}attn.{role}.weight"] = packed[:, i * C:(i + 1) * C].T  # (C, C)
-            out[f"{dst}attn.{role}.bias"] = packed_bias[i * C:(i + 1) * C]
+        # c_attn (C, 3C) holds q, k, v in column blocks: transposed, it is PyTorch's packed
+        # in_proj_weight (3C, C), which interop splits into the three projections
+        packed = {"in_proj_weight": from_numpy(arrays.pop(f"{src}attn.c_attn.weight").T),
+                  "in_proj_bias": from_numpy(arrays.pop(f"{src}attn.c_attn.bias"))}
+        for key, value in split_projections(packed).items():
+            out[f"{dst}attn.{key}"] = value.numpy()  # (C, C) and (C,)
         for gpt2_name, name in (("attn.c_proj", "attn.out_proj"), ("mlp.c_fc", "mlp.fc"),
                                 ("mlp.c_proj", "mlp.proj")):
             out[f"{dst}{name}.weight"] = arrays.pop(f"{src}{gpt2_name}.weight").T  # (out, in)

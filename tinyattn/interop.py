@@ -1,5 +1,14 @@
-"""Whole models to and from PyTorch: :class:`~tinyattn.models.TransformerLM` as a plain
-``torch.nn.Module`` with the same parameter names, and back.
+"""To and from PyTorch, in one place: :func:`to_torch` and :func:`from_torch` for whole models
+and attention layers, and the packing of separate query/key/value projections.
+
+* :class:`~tinyattn.models.TransformerLM` becomes a plain ``torch.nn.Module`` with the same
+  parameter names, and back.
+* :class:`~tinyattn.nn.MultiHeadAttention` (separate ``q_proj``, ``k_proj``, ``v_proj``)
+  becomes ``torch.nn.MultiheadAttention(batch_first=True)``, whose packed ``in_proj_weight``
+  ``(3C, C)`` stacks the three projections' rows (:func:`pack_projections`), and back
+  (:func:`split_projections`). :func:`packed` and :func:`separate` convert between tinyattn's
+  two layouts. tinyattn's :class:`~tinyattn.nn.MultiheadAttention` has PyTorch's own
+  parameters, so its state dict loads into PyTorch's layer and back as it is.
 
 The torch model is written here in ordinary PyTorch (``torch.nn.Linear``, ``torch.nn.RMSNorm``,
 ``torch.nn.functional.scaled_dot_product_attention`` with ``enable_gqa`` …), for every config
@@ -13,8 +22,8 @@ Examples
 --------
 >>> import tinyattn as ta
 >>> config = ta.models.TransformerLMConfig(11, 8, 16, 4, 1, positional="rope", num_kv_heads=2)
->>> module = ta.TransformerLM(config).to_torch()  # doctest: +SKIP
->>> ta.TransformerLM.from_torch(module).config == config  # doctest: +SKIP
+>>> module = ta.interop.to_torch(ta.TransformerLM(config))  # doctest: +SKIP
+>>> ta.interop.from_torch(module).config == config  # doctest: +SKIP
 True
 """
 
@@ -29,7 +38,10 @@ from typing import Any
 import numpy as np
 
 from .models import TransformerLM, TransformerLMConfig
+from .nn import MultiheadAttention, MultiHeadAttention
 from .nn.transformer import swiglu_hidden
+from .ops import cat
+from .tensor import from_numpy
 
 
 def _torch() -> Any:
@@ -170,33 +182,156 @@ def torch_transformer_lm() -> type:
     return TorchTransformerLM
 
 
-def to_torch(model: TransformerLM) -> Any:
-    """A ``torch.nn.Module`` computing what ``model`` computes, with a copy of its weights
+def to_torch(obj: TransformerLM | MultiHeadAttention | MultiheadAttention) -> Any:
+    """A ``torch.nn.Module`` computing what ``obj`` computes, with a copy of its weights
     (float64 stays float64), in the same training mode.
 
-    Dropout draws differ between the libraries: outputs agree in eval mode or without dropout.
+    A :class:`~tinyattn.models.TransformerLM` becomes the module of :func:`torch_transformer_lm`;
+    an attention layer becomes ``torch.nn.MultiheadAttention`` (``batch_first=True`` for
+    :class:`~tinyattn.nn.MultiHeadAttention`, whose ``causal=True`` has no torch attribute: pass
+    the mask to the torch layer's forward). Dropout draws differ between the libraries: outputs
+    agree in eval mode or without dropout.
     """
     torch = _torch()
-    if not isinstance(model, TransformerLM):
-        raise TypeError(f"tinyattn.interop.to_torch: expected a TransformerLM, got "
-                        f"{type(model).__name__}")
-    dtype = torch.float64 if model.token_embedding.weight.dtype == np.float64 else torch.float32
-    module = torch_transformer_lm()(model.config).to(dtype)
-    state = {name: torch.from_numpy(tensor.numpy().copy()) for name, tensor in
-             model.state_dict().items()}
-    module.load_state_dict(state)
-    return module.train(model.training)
+    if isinstance(obj, TransformerLM):
+        dtype = torch.float64 if obj.token_embedding.weight.dtype == np.float64 else \
+            torch.float32
+        module = torch_transformer_lm()(obj.config).to(dtype)
+        state = obj.state_dict()
+    elif isinstance(obj, (MultiHeadAttention, MultiheadAttention)):
+        module, state = _torch_attention(obj)
+    else:
+        raise TypeError(f"tinyattn.interop.to_torch: expected a TransformerLM, "
+                        f"MultiHeadAttention or MultiheadAttention, got {type(obj).__name__}")
+    module.load_state_dict({name: torch.from_numpy(tensor.numpy().copy())
+                            for name, tensor in state.items()})
+    return module.train(obj.training)
 
 
-def from_torch(module: Any) -> TransformerLM:
-    """A :class:`~tinyattn.models.TransformerLM` with the weights of a module made by
-    :func:`to_torch` (or any ``torch.nn.Module`` with a ``config`` attribute holding a
-    :class:`~tinyattn.models.TransformerLMConfig` and a state dict of the same keys)."""
+def _torch_attention(layer: MultiHeadAttention | MultiheadAttention) -> tuple[Any, dict]:
+    """An empty ``torch.nn.MultiheadAttention`` of ``layer``'s shape, and the state dict to
+    load into it."""
+    torch = _torch()
+    if isinstance(layer, MultiheadAttention):
+        weight = layer.out_proj.weight
+        module = torch.nn.MultiheadAttention(
+            layer.embed_dim, layer.num_heads, dropout=layer.dropout, bias=layer.bias,
+            add_bias_kv=layer.bias_k is not None, add_zero_attn=layer.add_zero_attn,
+            kdim=layer.kdim, vdim=layer.vdim, batch_first=layer.batch_first,
+            dtype=torch.float64 if weight.dtype == np.float64 else torch.float32)
+        return module, layer.state_dict()
+    if (layer.num_kv_heads != layer.num_heads or layer.window_size is not None
+            or layer.rotary is not None or layer.alibi is not None):
+        raise ValueError("tinyattn.interop.to_torch: torch.nn.MultiheadAttention has no "
+                         "grouped key/value heads, sliding window, rotary embedding or ALiBi; "
+                         "convert the whole TransformerLM instead")
+    module = torch.nn.MultiheadAttention(
+        layer.embed_dim, layer.num_heads, dropout=layer.dropout, bias=layer.bias,
+        batch_first=True,
+        dtype=torch.float64 if layer.q_proj.weight.dtype == np.float64 else torch.float32)
+    return module, pack_projections(layer.state_dict())
+
+
+def pack_projections(state: dict[str, Any]) -> dict[str, Any]:
+    """A separate-projection attention state dict (``q_proj.weight`` ...) in PyTorch's packed
+    layout: ``in_proj_weight`` stacks the rows of the query, key and value weights, in that
+    order (and ``in_proj_bias`` their biases); ``out_proj`` is kept."""
+    roles = ("q_proj", "k_proj", "v_proj")
+    packed = {key: value for key, value in state.items()
+              if not key.startswith(roles)}
+    packed["in_proj_weight"] = cat([state[f"{role}.weight"] for role in roles])  # (3C, C)
+    if "q_proj.bias" in state:
+        packed["in_proj_bias"] = cat([state[f"{role}.bias"] for role in roles])  # (3C,)
+    return packed
+
+
+def split_projections(state: dict[str, Any]) -> dict[str, Any]:
+    """The inverse of :func:`pack_projections`: rows ``0:C``, ``C:2C``, ``2C:3C`` of
+    ``in_proj_weight`` become ``q_proj``, ``k_proj``, ``v_proj``."""
+    separate = {key: value for key, value in state.items()
+                if key not in ("in_proj_weight", "in_proj_bias")}
+    pieces = {"weight": state["in_proj_weight"].chunk(3, dim=0)}
+    if state.get("in_proj_bias") is not None:
+        pieces["bias"] = state["in_proj_bias"].chunk(3, dim=0)
+    for kind, chunks in pieces.items():
+        for role, chunk in zip(("q_proj", "k_proj", "v_proj"), chunks):
+            separate[f"{role}.{kind}"] = chunk
+    return separate
+
+
+def packed(layer: MultiHeadAttention, batch_first: bool = True) -> MultiheadAttention:
+    """tinyattn's :class:`~tinyattn.nn.MultiHeadAttention` as its packed
+    :class:`~tinyattn.nn.MultiheadAttention` (same weights, dtype, dropout and training mode).
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> layer = ta.nn.MultiHeadAttention(8, num_heads=2).eval()
+    >>> x = ta.randn(2, 3, 8)
+    >>> bool(abs(ta.interop.packed(layer)(x, x, x)[0] - layer(x)).max() < 1e-5)
+    True
+    """
+    if not isinstance(layer, MultiHeadAttention) or isinstance(layer, MultiheadAttention):
+        raise TypeError(f"tinyattn.interop.packed: expected a tinyattn.nn.MultiHeadAttention, "
+                        f"got {type(layer).__name__}")
+    if (layer.num_kv_heads != layer.num_heads or layer.window_size is not None
+            or layer.rotary is not None or layer.alibi is not None):
+        raise ValueError("tinyattn.interop.packed: MultiheadAttention has no grouped key/value "
+                         "heads, sliding window, rotary embedding or ALiBi")
+    result = MultiheadAttention(layer.embed_dim, layer.num_heads, dropout=layer.dropout,
+                                bias=layer.bias, batch_first=batch_first,
+                                dtype=layer.q_proj.weight.dtype)
+    result.load_state_dict(pack_projections(layer.state_dict()))
+    return result.train(layer.training)
+
+
+def separate(layer: MultiheadAttention) -> MultiHeadAttention:
+    """tinyattn's packed :class:`~tinyattn.nn.MultiheadAttention` as a
+    :class:`~tinyattn.nn.MultiHeadAttention` (batch first; same weights, dtype, dropout and
+    training mode). Only a layer with ``kdim == vdim == embed_dim``, no ``bias_k``/``bias_v``
+    and no ``add_zero_attn`` has that form."""
+    if not isinstance(layer, MultiheadAttention):
+        raise TypeError(f"tinyattn.interop.separate: expected a tinyattn.nn.MultiheadAttention, "
+                        f"got {type(layer).__name__}")
+    if not layer._qkv_same_embed_dim or layer.bias_k is not None or layer.add_zero_attn:
+        raise ValueError("tinyattn.interop.separate: only a layer with kdim == vdim == "
+                         "embed_dim, add_bias_kv=False and add_zero_attn=False has a "
+                         "MultiHeadAttention equivalent")
+    result = MultiHeadAttention(layer.embed_dim, layer.num_heads, dropout=layer.dropout,
+                                bias=layer.bias)
+    result.to(layer.in_proj_weight.dtype)
+    result.load_state_dict(split_projections(layer.state_dict()))
+    return result.train(layer.training)
+
+
+def from_torch(module: Any) -> TransformerLM | MultiHeadAttention:
+    """tinyattn's copy of a torch module: a :class:`~tinyattn.models.TransformerLM` from a
+    module made by :func:`to_torch` (or any ``torch.nn.Module`` with a ``config`` attribute
+    holding a :class:`~tinyattn.models.TransformerLMConfig` and a state dict of the same
+    keys), or a :class:`~tinyattn.nn.MultiHeadAttention` from a ``torch.nn.MultiheadAttention``
+    (its packed ``in_proj_weight`` split into ``q_proj``, ``k_proj``, ``v_proj``)."""
+    torch = _torch()
+    if isinstance(module, torch.nn.MultiheadAttention):
+        if not module._qkv_same_embed_dim:
+            raise ValueError("tinyattn.interop.from_torch: only attention with kdim == vdim == "
+                             "embed_dim has a MultiHeadAttention equivalent (load its state "
+                             "dict into tinyattn.nn.MultiheadAttention instead)")
+        if module.bias_k is not None or module.add_zero_attn:
+            raise ValueError("tinyattn.interop.from_torch: add_bias_kv and add_zero_attn have no "
+                             "MultiHeadAttention equivalent (load the state dict into "
+                             "tinyattn.nn.MultiheadAttention instead)")
+        layer = MultiHeadAttention(module.embed_dim, module.num_heads, dropout=module.dropout,
+                                   bias=module.in_proj_bias is not None)
+        layer.to(module.in_proj_weight.detach().numpy().dtype)
+        state = {name: from_numpy(value.detach().cpu().numpy().copy())
+                 for name, value in module.state_dict().items()}
+        layer.load_state_dict(split_projections(state))
+        return layer.train(module.training)
     config = getattr(module, "config", None)
     if not isinstance(config, TransformerLMConfig):
-        raise TypeError("tinyattn.interop.from_torch: the module needs a config attribute "
-                        "holding a TransformerLMConfig (as modules made by to_torch have), got "
-                        f"{type(config).__name__}")
+        raise TypeError("tinyattn.interop.from_torch: expected a torch.nn.MultiheadAttention, "
+                        "or a module with a config attribute holding a TransformerLMConfig (as "
+                        f"modules made by to_torch have); got {type(module).__name__}")
     return from_torch_state_dict(module.state_dict(), config).train(module.training)
 
 

@@ -280,20 +280,6 @@ class TransformerLM(HookedModule):
             KVCache(self.config.context_length) if learned_full else
             KVCache(self.span - 1, sliding=True) for _ in self.blocks])
 
-    def to_torch(self) -> Any:
-        """This model as a plain ``torch.nn.Module`` (see :func:`tinyattn.interop.to_torch`)."""
-        from .interop import to_torch
-
-        return to_torch(self)
-
-    @classmethod
-    def from_torch(cls, module: Any) -> TransformerLM:
-        """The model of a module made by :meth:`to_torch` (see
-        :func:`tinyattn.interop.from_torch`)."""
-        from .interop import from_torch
-
-        return from_torch(module)
-
     @no_grad()
     def next_token_logits(self, tokens: Tensor | np.ndarray,
                           cache: DecodingCache | None = None) -> Tensor:

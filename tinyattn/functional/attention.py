@@ -14,8 +14,9 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..ops.attention import FusedAttention, attention_composed, default_scale, heads_layout
+from ..ops.attention_masks import kernel_bias, sdpa_mask
 from ..random import draw_seed
-from ..tensor import Tensor, check_float, check_mask
+from ..tensor import Tensor, check_float
 from ..validation import check_choice, check_int, check_number, check_probability
 
 IMPLS = ("auto", "composed", "fused")
@@ -96,37 +97,34 @@ def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool) -
                            f"{value.shape} must have the same length S")
 
 
-def _check_mask(attn_mask: Any, query: Tensor, scores_shape: tuple[int, ...]) -> Tensor | None:
-    """``attn_mask`` as a Tensor (bool, or float of the query's dtype) that broadcasts to the
-    scores ``(..., H, T, S)``."""
-    if attn_mask is None:
-        return None
-    attn_mask = check_mask(_OP, "attn_mask", attn_mask, query.dtype)
-    try:
-        joint = np.broadcast_shapes(attn_mask.shape, scores_shape)
-    except ValueError:
-        joint = None
-    if joint != scores_shape:
-        raise ShapeError(f"{_OP}: attn_mask of shape {attn_mask.shape} does not broadcast "
-                           f"to the scores' shape (..., H, T, S) = {scores_shape}")
-    return attn_mask
+def attend(query: Tensor, key: Tensor, value: Tensor, path: AttentionPath,
+           attn_mask: Tensor | None = None, dropout_p: float = 0.0, is_causal: bool = False,
+           scale: float | None = None, window_size: int | None = None,
+           scores_hook: Any = None, weights_hook: Any = None) -> tuple[Tensor, Tensor | None]:
+    """Attention on the path already chosen (``path``), for arguments already checked;
+    returns ``(output, weights)`` (weights None on the fused path).
 
-
-def _mask_as_bias(attn_mask: Tensor, scores_shape: tuple[int, ...]) -> np.ndarray:
-    """The mask as the kernel's additive 4-D bias: sizes 1 or equal to ``(B, H, T, S)``."""
-    lead = scores_shape[:-2]
-    bias = attn_mask.numpy()
-    if bias.dtype == np.bool_:
-        bias = np.where(bias, np.zeros((), np.float64), np.full((), -np.inf))
-    bias = bias.reshape((1,) * (len(scores_shape) - bias.ndim) + bias.shape)  # (..., T, S)
-    if not lead:
-        return bias.reshape(1, 1, *bias.shape)  # (1, 1, T, S)
-    outer, rest = bias.shape[: len(lead) - 1], bias.shape[len(lead) - 1:]
-    if all(n == 1 for n in outer):
-        return bias.reshape(1, *rest)  # (1, H or 1, T or 1, S or 1)
-    B, _ = heads_layout(lead)
-    full = np.broadcast_to(bias, lead[:-1] + rest)
-    return full.reshape(B, *rest)  # (B, H or 1, T or 1, S or 1)
+    ``attn_mask`` is an SDPA mask (True = may attend, or float added). The composed path calls
+    ``scores_hook`` and ``weights_hook`` (hook points) on the masked scores and on the weights.
+    This is what :func:`scaled_dot_product_attention` and the attention layers run after their
+    checks and their one choice of path.
+    """
+    scale = default_scale(query.shape[-1]) if scale is None else scale
+    seed = draw_seed() if dropout_p > 0.0 else 0
+    empty = query.numel() == 0 or key.shape[-2] == 0  # the recorded ops handle empty shapes
+    if path.impl == "composed" or empty:
+        output, weights = attention_composed(query, key, value, attn_mask, dropout_p,
+                                             is_causal, scale, seed, window_size, scores_hook,
+                                             weights_hook)
+        return output, weights if path.impl == "composed" else None
+    scores_shape = query.shape[:-1] + (key.shape[-2],)
+    bias = None
+    if attn_mask is not None:
+        bias = kernel_bias(attn_mask, scores_shape, heads_layout(scores_shape[:-2])[0])
+    mask = None if attn_mask is None else attn_mask.numpy()
+    output = FusedAttention.apply(query, key, value, bias, mask, bool(is_causal), scale,
+                                  dropout_p, seed, window_size)
+    return output, None
 
 
 def scaled_dot_product_attention(
@@ -183,7 +181,7 @@ def scaled_dot_product_attention(
     """
     _check_inputs(query, key, value, bool(enable_gqa))
     scores_shape = query.shape[:-1] + (key.shape[-2],)
-    attn_mask = _check_mask(attn_mask, query, scores_shape)
+    attn_mask = sdpa_mask(_OP, attn_mask, query.dtype, scores_shape)
     if is_causal and attn_mask is not None:
         raise ValueError(f"{_OP}: pass either attn_mask or is_causal=True, not both")
     dropout_p = check_probability(_OP, dropout_p)
@@ -193,13 +191,6 @@ def scaled_dot_product_attention(
         window_size = check_int(_OP, "window_size", window_size, 1)
     mask_needs_grad = attn_mask is not None and attn_mask.requires_grad
     path = choose_path(impl, need_weights, mask_needs_grad)
-    seed = draw_seed() if dropout_p > 0.0 else 0
-    if path.impl == "composed":
-        output, weights = attention_composed(query, key, value, attn_mask, dropout_p,
-                                             bool(is_causal), scale, seed, window_size)
-        return (output, weights) if need_weights else output
-    bias = None if attn_mask is None else _mask_as_bias(attn_mask, scores_shape)
-    mask = None if attn_mask is None else attn_mask.numpy()
-    return FusedAttention.apply(query, key, value, bias=bias, mask=mask,
-                                is_causal=bool(is_causal), scale=scale, dropout_p=dropout_p,
-                                seed=seed, window_size=window_size)
+    output, weights = attend(query, key, value, path, attn_mask, dropout_p, bool(is_causal),
+                             scale, window_size)
+    return (output, weights) if need_weights else output

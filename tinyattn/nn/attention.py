@@ -22,22 +22,15 @@ from typing import Any
 
 import numpy as np
 
-from ..functional.attention import (
-    IMPLS,
-    AttentionPath,
-    choose_path,
-    scaled_dot_product_attention,
-)
+from ..functional.attention import IMPLS, AttentionPath, attend, choose_path
 from ..ops import cat, stack
-from ..ops.attention import attention_composed, band_mask, default_scale
-from ..random import draw_seed
+from ..ops.attention_masks import band, fold, layer_mask
 from ..tensor import Tensor, check_float
 from ..validation import check_choice, check_int, check_number
 from .container import ModuleList
 from .hooks import HookPoint
 from .kv_cache import KVCache
 from .linear import Linear
-from .masks import layer_masks, merge_masks, with_band_and_bias
 from .module import Module
 from .positional import ALiBi, RotaryEmbedding
 
@@ -52,25 +45,6 @@ def _check_input(layer: str, label: str, x: Any, features: int) -> None:
     if x.ndim not in (2, 3) or x.shape[-1] != features:
         raise ValueError(f"{layer}: {label} must have shape (B, T, {features}) or (T, {features}),"
                          f" got {x.shape}")
-
-
-def _attend(q: Tensor, k: Tensor, v: Tensor, path: AttentionPath, mask: Tensor | None,
-            dropout_p: float, causal: bool, window_size: int | None,
-            scores_hook: Any = None, weights_hook: Any = None) -> tuple[Tensor, Tensor | None]:
-    """Run the chosen attention path on ``(B, H, T, D)`` heads; returns (output, weights).
-
-    ``mask`` follows SDPA's polarity (True = may attend). The composed path calls the hooks on
-    the scores and on the weights (the pattern) between its steps.
-    """
-    if path.impl == "fused":
-        out = scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p,
-                                           is_causal=causal, enable_gqa=True,
-                                           window_size=window_size, impl="fused")
-        return out, None
-    seed = draw_seed() if dropout_p > 0.0 else 0
-    return attention_composed(q, k, v, mask, dropout_p, causal, default_scale(q.shape[-1]),
-                              seed, window_size, scores_hook=scores_hook,
-                              weights_hook=weights_hook)
 
 
 class SelfAttention(Module):
@@ -119,7 +93,7 @@ class SelfAttention(Module):
         self.attention_path = choose_path(self.impl, need_weights)
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, d_out) each
         dropout_p = self.dropout if self.training else 0.0
-        out, weights = _attend(q, k, v, self.attention_path, None, dropout_p, self.causal, None)
+        out, weights = attend(q, k, v, self.attention_path, None, dropout_p, self.causal)
         return (out, weights) if need_weights else out
 
     def extra_repr(self) -> str:
@@ -280,7 +254,33 @@ class MultiHeadAttention(Module):
         (+) ``kv_cache``: a :class:`KVCache` for incremental self-attention (no ``key``,
         ``value`` or masks besides causality); ``S`` is then the cached length plus ``T``.
         """
-        name = "MultiHeadAttention"
+        query, key, value, batched = self._inputs(query, key, value, key_padding_mask,
+                                                  attn_mask, kv_cache)
+        B, T, C = query.shape
+        S = key.shape[1]
+        q, k, v = self._project(query, key, value)  # (B, H, T, D), (B, Hkv, S, D) twice
+        past = 0
+        if kv_cache is not None:  # decoding: this step's keys and values join the cached ones
+            past = kv_cache.length
+            k, v = kv_cache.update(k, v)  # (B, Hkv, past + T, D)
+            S = past + T
+        if self.rotary is not None:  # the queries are positions past … past + T − 1
+            q = self.hook_rot_q(self.rotary.rotate(q, past))  # (B, H, T, D)
+            k = self.hook_rot_k(self.rotary.rotate(k, 0))  # (B, Hkv, S, D)
+        mask, causal, window = self._mask(key_padding_mask, attn_mask, is_causal, q.dtype, B,
+                                          T, S, past, batched)
+        self.attention_path = self._choose_path(need_weights, mask)
+        dropout_p = self.dropout if self.training else 0.0
+        z, weights = attend(q, k, v, self.attention_path, mask, dropout_p, causal, None,
+                            window, self.hook_attn_scores, self.hook_pattern)
+        z = self.hook_z(z)  # (B, H, T, D)
+        output = self.out_proj(z.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
+        return self._outputs(output, weights, need_weights, average_attn_weights, batched)
+
+    def _inputs(self, query: Any, key: Any, value: Any, key_padding_mask: Any, attn_mask: Any,
+                kv_cache: KVCache | None) -> tuple[Tensor, Tensor, Tensor, bool]:
+        """The inputs checked and batched ``(B, T|S, C)``, and whether they were batched."""
+        name = type(self).__name__
         if kv_cache is not None and (key is not None or value is not None or
                                      key_padding_mask is not None or attn_mask is not None):
             raise ValueError(f"{name}: kv_cache serves self-attention only: pass no key, value, "
@@ -293,128 +293,64 @@ class MultiHeadAttention(Module):
                 query.shape[:-2] != key.shape[:-2]):
             raise ValueError(f"{name}: query {query.shape}, key {key.shape} and value "
                              f"{value.shape} must be (B, T, C), (B, S, C), (B, S, C) with one B")
-        batched = query.ndim == 3
-        if not batched:
-            query, key, value = (t.unsqueeze(0) for t in (query, key, value))  # (1, T|S, C)
-        B, T, C = query.shape
+        if query.ndim == 3:
+            return query, key, value, True
+        query, key, value = (t.unsqueeze(0) for t in (query, key, value))  # (1, T|S, C)
+        return query, key, value, False
+
+    def _project(self, query: Tensor, key: Tensor, value: Tensor) -> tuple[Tensor, ...]:
+        """The heads: ``q (B, H, T, D)``, ``k`` and ``v`` ``(B, Hkv, S, D)``."""
+        B, T, _ = query.shape
         S, H, Hkv, D = key.shape[1], self.num_heads, self.num_kv_heads, self.d_head
-        mask, causal = self._combined_mask(key_padding_mask, attn_mask, is_causal or self.causal,
-                                           query.dtype, B, T, S, batched)
-        hooked = [p for p in ("hook_attn_scores", "hook_pattern") if getattr(self, p).active]
-        self.attention_path = choose_path(
-            self.impl, need_weights, mask is not None and mask.requires_grad,
-            f"a hook on {' and '.join(hooked)} needs the composed path" if hooked else None)
         q = self.hook_q(self.q_proj(query).view(B, T, H, D).transpose(1, 2))  # (B, H, T, D)
         k = self.hook_k(self.k_proj(key).view(B, S, Hkv, D).transpose(1, 2))  # (B, Hkv, S, D)
         v = self.hook_v(self.v_proj(value).view(B, S, Hkv, D).transpose(1, 2))  # (B, Hkv, S, D)
-        past = 0
-        if kv_cache is not None:
-            past = kv_cache.length
-            k, v = kv_cache.update(k, v)  # (B, Hkv, past + T, D)
-            S = past + T
-        if self.rotary is not None:
-            q = self.hook_rot_q(self.rotary.rotate(q, S - T if past else 0))  # (B, H, T, D)
-            k = self.hook_rot_k(self.rotary.rotate(k, 0))  # (B, Hkv, S, D)
+        return q, k, v
+
+    def _mask(self, key_padding_mask: Any, attn_mask: Any, is_causal: bool, dtype: np.dtype,
+              B: int, T: int, S: int, past: int,
+              batched: bool) -> tuple[Tensor | None, bool, int | None]:
+        """The SDPA mask of this call, and the causal flag and window left to SDPA itself.
+
+        The layer's masks become one SDPA mask (:mod:`tinyattn.ops.attention_masks`); the
+        causal band and the window stay flags (the fused kernel then skips the blocks outside
+        them) unless a mask, a cache's offset or the ALiBi bias must be combined with them.
+        """
+        causal = is_causal or self.causal
         window = self.window_size
         if window is not None and window >= max(T, S):
             window = None  # every key is within the window anyway
+        mask = layer_mask(type(self).__name__, key_padding_mask, attn_mask, dtype, B,
+                          self.num_heads, T, S, batched, self._extra_keys)
+        if mask is not None and causal and not past and self.alibi is None:
+            mask, causal = fold(mask, band(T, mask.shape[-1], True, None), None, dtype), False
         if past or self.alibi is not None:
-            mask = self._positional_mask(mask, causal, window, past, T, S, query.dtype)
+            bias = None if self.alibi is None else self.alibi(T, S, dtype).numpy()  # (H, T, S)
+            mask = fold(mask, band(T, S, causal, window, past), bias, dtype)
             causal, window = False, None
-        dropout_p = self.dropout if self.training else 0.0
-        z, weights = _attend(q, k, v, self.attention_path, mask, dropout_p, causal,
-                             window, self.hook_attn_scores, self.hook_pattern)
-        z = self.hook_z(z)  # (B, H, T, D)
-        output = self.out_proj(z.transpose(1, 2).reshape(B, T, C))  # (B, T, C)
-        if need_weights and average_attn_weights:
+        return mask, causal, window
+
+    _extra_keys = 0
+    """Key columns the layer adds to every query's keys (``nn.MultiheadAttention``'s
+    ``add_bias_kv`` and ``add_zero_attn``)."""
+
+    def _choose_path(self, need_weights: bool, mask: Tensor | None) -> AttentionPath:
+        hooked = [p for p in ("hook_attn_scores", "hook_pattern") if getattr(self, p).active]
+        return choose_path(
+            self.impl, need_weights, mask is not None and mask.requires_grad,
+            f"a hook on {' and '.join(hooked)} needs the composed path" if hooked else None)
+
+    @staticmethod
+    def _outputs(output: Tensor, weights: Tensor | None, need_weights: bool, average: bool,
+                 batched: bool) -> Tensor | tuple[Tensor, Tensor]:
+        """The output ``(B, T, C)`` (unbatched ``(T, C)``), and the weights averaged over
+        heads ``(B, T, S)`` or per head ``(B, H, T, S)`` when asked for."""
+        if need_weights and average:
             weights = weights.mean(dim=1)  # (B, T, S)
         if not batched:
             output = output.squeeze(0)  # (T, C)
             weights = None if weights is None else weights.squeeze(0)
         return (output, weights) if need_weights else output
-
-    def _combined_mask(self, key_padding_mask: Any, attn_mask: Any, causal: bool,
-                       dtype: np.dtype, B: int, T: int, S: int,
-                       batched: bool) -> tuple[Tensor | None, bool]:
-        """One SDPA mask ``(True = may attend, or additive float)`` broadcasting to
-        ``(B, H, T, S)``, and whether SDPA itself should apply the causal mask."""
-        masks = layer_masks("MultiHeadAttention", key_padding_mask, attn_mask, dtype, B,
-                            self.num_heads, T, S, batched)
-        if not masks:
-            return None, causal
-        if causal:
-            masks.append(Tensor(~np.tril(np.ones((T, S), dtype=bool))))  # (T, S)
-        return merge_masks(masks, dtype), False
-
-    def _positional_mask(self, mask: Tensor | None, causal: bool, window: int | None,
-                         past: int, T: int, S: int, dtype: np.dtype) -> Tensor | None:
-        """``mask`` with the causal/window band and the ALiBi bias folded in, for queries that
-        are positions ``past … past + T − 1`` of ``S`` keys."""
-        allowed = band_mask(S, S, causal, window) if past else band_mask(T, S, causal, window)
-        if allowed is not None and past:
-            allowed = allowed[S - T:]  # (T, S): bottom-right aligned
-        if allowed is not None and allowed.all():
-            allowed = None  # e.g. one new query that sees every cached key
-        bias = None if self.alibi is None else self.alibi(T, S, dtype).numpy()  # (H, T, S)
-        return with_band_and_bias(mask, allowed, bias, dtype)
-
-    @classmethod
-    def from_torch(cls, torch_mha: Any) -> MultiHeadAttention:
-        """A copy of a ``torch.nn.MultiheadAttention`` (built with ``batch_first=True``).
-
-        Its packed ``in_proj_weight`` ``(3E, E)`` is split row-wise into ``q_proj``,
-        ``k_proj``, ``v_proj``; dtype, dropout and training mode are kept.
-        """
-        name = "MultiHeadAttention.from_torch"
-        if not getattr(torch_mha, "_qkv_same_embed_dim", False):
-            raise ValueError(f"{name}: only modules with kdim == vdim == embed_dim can be copied")
-        if torch_mha.bias_k is not None or torch_mha.add_zero_attn:
-            raise ValueError(f"{name}: add_bias_kv and add_zero_attn have no tinyattn equivalent")
-        E = torch_mha.embed_dim
-        bias = torch_mha.in_proj_bias is not None
-        layer = cls(E, torch_mha.num_heads, dropout=torch_mha.dropout, bias=bias)
-        weight = torch_mha.in_proj_weight.detach().cpu().numpy()  # (3E, E): q, k, v rows
-        arrays = {"out_proj.weight": torch_mha.out_proj.weight.detach().cpu().numpy()}
-        for i, role in enumerate(("q_proj", "k_proj", "v_proj")):
-            arrays[f"{role}.weight"] = weight[i * E:(i + 1) * E]
-            if bias:
-                arrays[f"{role}.bias"] = torch_mha.in_proj_bias.detach().cpu().numpy()[
-                    i * E:(i + 1) * E]
-        if bias:
-            arrays["out_proj.bias"] = torch_mha.out_proj.bias.detach().cpu().numpy()
-        for param_name, param in layer.named_parameters():
-            param.data = np.array(arrays[param_name], copy=True)
-        return layer.train(torch_mha.training)
-
-    def to_torch(self) -> Any:
-        """A ``torch.nn.MultiheadAttention(batch_first=True)`` with these weights.
-
-        ``causal=True`` has no torch attribute: pass the mask to the torch module's forward.
-        """
-        if (self.num_kv_heads != self.num_heads or self.window_size is not None
-                or self.rotary is not None or self.alibi is not None):
-            raise ValueError("MultiHeadAttention.to_torch: torch.nn.MultiheadAttention has no "
-                             "grouped key/value heads, sliding window, rotary embedding or ALiBi; "
-                             "tinyattn.interop.to_torch converts whole models with them")
-        try:
-            import torch
-        except ImportError:
-            raise ImportError("MultiHeadAttention.to_torch: PyTorch is not installed "
-                              "(pip install torch)") from None
-        dtype = torch.float64 if self.q_proj.weight.dtype == np.float64 else torch.float32
-        torch_mha = torch.nn.MultiheadAttention(self.embed_dim, self.num_heads,
-                                                dropout=self.dropout, bias=self.bias,
-                                                batch_first=True, dtype=dtype)
-        projections = (self.q_proj, self.k_proj, self.v_proj)
-        with torch.no_grad():
-            torch_mha.in_proj_weight.copy_(
-                torch.from_numpy(np.concatenate([p.weight.numpy() for p in projections])))
-            torch_mha.out_proj.weight.copy_(torch.from_numpy(self.out_proj.weight.numpy()))
-            if self.bias:
-                torch_mha.in_proj_bias.copy_(
-                    torch.from_numpy(np.concatenate([p.bias.numpy() for p in projections])))
-                torch_mha.out_proj.bias.copy_(torch.from_numpy(self.out_proj.bias.numpy()))
-        return torch_mha.train(self.training)
 
     def extra_repr(self) -> str:
         text = (f"embed_dim={self.embed_dim}, num_heads={self.num_heads}, "

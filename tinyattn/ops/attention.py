@@ -29,6 +29,7 @@ from ..autograd import Context, Function, is_grad_enabled
 from ..kernels.attention import attention_backward, attention_forward
 from ..kernels.counter_rng import dropout_keep_mask
 from ..tensor import Tensor, from_numpy
+from .attention_masks import band
 from .dropout import keep_scale
 from .masking import masked_fill
 from .matmul import matmul
@@ -48,21 +49,6 @@ def heads_layout(lead: tuple[int, ...]) -> tuple[int, int]:
     return math.prod(lead[:-1]), lead[-1]
 
 
-def band_mask(T: int, S: int, is_causal: bool, window_size: int | None) -> np.ndarray | None:
-    """``(T, S)`` bool, True where query ``i`` may see key ``j``: causal ``j <= i``; with a
-    window also ``i − j < window_size`` (causal) or ``|i − j| < window_size`` (not causal)."""
-    if not is_causal and window_size is None:
-        return None
-    i = np.arange(T)[:, None]
-    j = np.arange(S)[None, :]
-    allowed = np.ones((T, S), bool)
-    if is_causal:
-        allowed &= j <= i
-    if window_size is not None:
-        allowed &= (i - j < window_size) if is_causal else (np.abs(i - j) < window_size)
-    return allowed
-
-
 def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None = None,
                       is_causal: bool = False, scale: float = 1.0,
                       window_size: int | None = None,
@@ -76,7 +62,7 @@ def attention_weights(q: Tensor, k: Tensor, attn_mask: Tensor | None = None,
     if Hkv != H:  # grouped-query: each key/value head serves H / Hkv query heads
         k = k.repeat_interleave(H // Hkv, dim=-3)  # (..., H, S, D)
     scores = matmul(q, k.transpose(-2, -1)) * scale  # (..., H, T, S)
-    allowed = band_mask(T, S, is_causal, window_size)
+    allowed = band(T, S, is_causal, window_size)
     if attn_mask is not None and attn_mask.dtype == np.bool_:
         allowed = attn_mask.numpy() if allowed is None else allowed & attn_mask.numpy()
     elif attn_mask is not None:
