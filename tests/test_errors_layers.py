@@ -92,10 +92,17 @@ CASES = [
      lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, -1, 1])), IndexError,
      r"cross_entropy: target value -1 is out of range for 4 classes",
      lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0, -1, 1]))),
+    ("cross-entropy-float-class-targets",
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0.0, 1.0, 1.0])), TypeError,
+     r"cross_entropy: target has the shape \(3,\) of class indices but dtype float32: class "
+     r"indices must be integers \(int64, PyTorch's Long: use target.long\(\)\); a float target "
+     r"is read as class probabilities and must have the input's shape \(3, 4\)",
+     lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0., 1., 1.]))),
     ("cross-entropy-probability-target-shape",
-     lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0.0, 1.0, 1.0])), ValueError,
-     r"cross_entropy: class-probability targets must have the input's shape \(3, 4\), got "
-     r"\(3,\)", lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.tensor([0., 1., 1.]))),
+     lambda: F.cross_entropy(ta.zeros(3, 4), ta.zeros(3, 5)), TypeError,
+     r"cross_entropy: a float target holds class probabilities and must have the input's shape "
+     r"\(3, 4\), got \(3, 5\)",
+     lambda t: t.nn.functional.cross_entropy(t.zeros(3, 4), t.zeros(3, 5))),
     ("cross-entropy-target-shape",
      lambda: F.cross_entropy(ta.zeros(3, 4), ta.tensor([0, 1])), ValueError,
      r"cross_entropy: input of shape \(3, 4\) needs a target of shape \(3,\), "

@@ -6,7 +6,17 @@ from .activation import gelu, log_softmax, relu, sigmoid, silu, softmax, tanh
 from .attention import AttentionPath, choose_path, scaled_dot_product_attention
 from .dropout import dropout
 from .linear import linear
-from .loss import cross_entropy, mse_loss, nll_loss
+from .loss import (
+    binary_cross_entropy,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    huber_loss,
+    kl_div,
+    l1_loss,
+    mse_loss,
+    nll_loss,
+    smooth_l1_loss,
+)
 from .normalization import layer_norm
 from .padding import pad
 from .positional import alibi_bias, alibi_slopes
@@ -23,8 +33,9 @@ def __getattr__(name: str) -> object:
 
 
 __all__ = [
-    "AttentionPath", "alibi_bias", "alibi_slopes", "choose_path", "cross_entropy", "dropout",
-    "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss",
-    "one_hot", "pad", "relu", "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu",
-    "softmax", "tanh",
+    "AttentionPath", "alibi_bias", "alibi_slopes", "binary_cross_entropy",
+    "binary_cross_entropy_with_logits", "choose_path", "cross_entropy", "dropout", "embedding",
+    "gelu", "huber_loss", "kl_div", "l1_loss", "layer_norm", "linear", "log_softmax",
+    "mse_loss", "nll_loss", "one_hot", "pad", "relu", "rms_norm",
+    "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss", "softmax", "tanh",
 ]

@@ -11,7 +11,17 @@ from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
 from .kv_cache import KVCache
 from .linear import Linear
-from .loss import CrossEntropyLoss, MSELoss, NLLLoss
+from .loss import (
+    BCELoss,
+    BCEWithLogitsLoss,
+    CrossEntropyLoss,
+    HuberLoss,
+    KLDivLoss,
+    L1Loss,
+    MSELoss,
+    NLLLoss,
+    SmoothL1Loss,
+)
 from .mlp import SwiGLU
 from .module import IncompatibleKeys, Module, Parameter
 from .multihead_attention import MultiheadAttention
@@ -22,12 +32,13 @@ from .sparse import Embedding
 from .transformer import TransformerBlock
 
 __all__ = [
-    "ALiBi", "CrossEntropyLoss", "Dropout", "Embedding", "functional", "GELU", "Identity",
-    "IncompatibleKeys", "init", "KVCache", "LayerNorm", "Linear", "load", "LogSoftmax",
-    "Module", "ModuleDict", "ModuleList", "MSELoss", "MultiheadAttention", "MultiHeadAttention",
+    "ALiBi", "BCELoss", "BCEWithLogitsLoss", "CrossEntropyLoss", "Dropout", "Embedding",
+    "functional", "GELU", "HuberLoss", "Identity", "IncompatibleKeys", "init", "KLDivLoss",
+    "KVCache", "L1Loss", "LayerNorm", "Linear", "load", "LogSoftmax", "Module", "ModuleDict",
+    "ModuleList", "MSELoss", "MultiheadAttention", "MultiHeadAttention",
     "MultiHeadAttentionWrapper", "NLLLoss", "Parameter", "ReLU", "RMSNorm", "RotaryEmbedding",
-    "SelfAttention", "Sequential", "Sigmoid", "SiLU", "Softmax", "SwiGLU", "Tanh",
-    "TransformerBlock", "utils",
+    "SelfAttention", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax", "SwiGLU",
+    "Tanh", "TransformerBlock", "utils",
 ]
 
 # ``import tinyattn.nn.functional as F`` (PyTorch's path) finds the one functional package

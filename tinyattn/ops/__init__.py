@@ -19,7 +19,8 @@ file                   ops
 ``activation.py``      Gelu
 ``dropout.py``         Dropout
 ``normalization.py``   LayerNorm
-``loss.py``            CrossEntropy
+``loss.py``            CrossEntropy (and BinaryCrossEntropy, in
+                       ``binary_cross_entropy.py``)
 ``embedding.py``       Embedding
 ``attention.py``       FusedAttention, and the composed attention path
 =====================  ==========================================================
