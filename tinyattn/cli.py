@@ -184,14 +184,17 @@ def build_parser() -> argparse.ArgumentParser:
                                  description="List the exercises.")
     new = actions.add_parser(
         "new", help="write an exercise's stub",
-        description="Write NAME.py into DIR: the forward given, the backward to fill in.")
+        description="Write NAME.py into DIR: a custom autograd.Function, its forward given, "
+                    "its backward to fill in; then print the rule it asks for, read from "
+                    "tinyattn's ops.")
     new.add_argument("name", metavar="NAME", help="the exercise (see 'tinyattn exercise list')")
     new.add_argument("directory", type=Path, metavar="DIR", help="where to write NAME.py")
     new.add_argument("--force", action="store_true", help="overwrite an existing file")
     grade = actions.add_parser(
         "check", help="grade a solution file",
         description="Grade FILE element by element against tinyattn's backward and finite "
-                    "differences, on several shapes; exits with status 0 when it is right, "
+                    "differences, on several shapes, then differentiate a right backward again "
+                    "(a second-order check, not graded); exits with status 0 when it is right, "
                     "1 otherwise.")
     grade.add_argument("file", type=Path, metavar="FILE", help="the solution file")
     warm = commands.add_parser(
@@ -213,7 +216,6 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from .memory import keep_freed_memory_unless_disabled
-
     from .models import TransformerLM, TransformerLMConfig, preset_config
     from .tasks import CharDataset, SequenceTask, package_corpus
     from .train import TASK_MODEL, TEXT_CONFIG, TEXT_MODEL, TrainConfig, train_task, train_text
@@ -354,7 +356,7 @@ def _lab_scale(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
 
 
 def _exercise(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
-    from .exercises import EXERCISES, ExerciseFileError, check, write_stub
+    from .exercises import EXERCISES, ExerciseFileError, check, instructions, write_stub
 
     if args.action == "list":
         width = max(len(name) for name in EXERCISES)
@@ -369,6 +371,7 @@ def _exercise(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         except FileExistsError as err:
             parser.error(str(err))
         print(f"wrote {path}: fill in backward(), then run: tinyattn exercise check {path}")
+        print(instructions(args.name))
         return 0
     try:
         grade = check(args.file)

@@ -1,17 +1,33 @@
-"""Exercise ``dropout_attention``: an attention head with inverted dropout on its weights."""
+"""Exercise ``dropout_attention``: an attention head with inverted dropout on its weights, as a
+custom autograd Function."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ..ops import masked_fill, matmul, softmax
+from ..ops import matmul
+from ..ops.attention import attention_weights
 from ..tensor import Tensor
-from .exercise import Case, Mistake, attention_inputs, attention_weights, swap
+from .exercise import (
+    Case,
+    Mistake,
+    Values,
+    attention_inputs,
+    attention_scores,
+    head_scale,
+    through_softmax,
+    transpose,
+)
 
 SUMMARY = "dQ, dK and dV of attention with inverted dropout on the weights"
+FUNCTION = "DropoutAttention"
+ARGUMENTS = ("q", "k", "v", "keep", "p", "causal")
 INPUTS = ("q", "k", "v")
+OUTPUT = "out"
+SYMBOLS = {"q": "Q", "k": "K", "v": "V", "out": "O"}
 
-STUB = '''"""Exercise: the backward pass of attention with dropout on the weights.
+STUB = '''"""Exercise: the backward pass of attention with dropout on the weights, written as a
+custom autograd Function.
 
     S = s · Q Kᵀ              with s = 1/√D; when causal, −inf where key j > query i
     P = softmax(S)            row by row
@@ -19,34 +35,54 @@ STUB = '''"""Exercise: the backward pass of attention with dropout on the weight
     O = W V
 
 The mask is given (in training it is drawn once per forward pass; the backward must use the
-same one). Write ``backward`` below, then check it:
+same one). Write ``DropoutAttention.backward`` below with tensor operations, then check it:
 
     tinyattn exercise check dropout_attention.py
 """
 
-import numpy as np
+import math
+
+import tinyattn as torch  # the same file runs under PyTorch: write `import torch` instead
 
 EXERCISE = "dropout_attention"
 
 
-def forward(q, k, v, keep, p, causal):
-    """q (..., T, D), k (..., S, D), v (..., S, Dv), keep (..., T, S) bool, p the drop
-    probability -> O (..., T, Dv), and the cache."""
-    s = 1.0 / np.sqrt(q.shape[-1])
-    scores = s * q @ np.swapaxes(k, -1, -2)  # (..., T, S)
+def attention_weights(q, k, scale, causal):
+    """P = softmax(scale · q kᵀ) row by row, (..., T, S); when causal, key j > query i gets 0."""
+    scores = scale * (q @ k.transpose(-2, -1))  # S (..., T, S)
     if causal:
         T, S = scores.shape[-2:]
-        scores = np.where(np.tril(np.ones((T, S), dtype=bool)), scores, -np.inf)
-    shifted = np.exp(scores - scores.max(axis=-1, keepdims=True))
-    weights = shifted / shifted.sum(axis=-1, keepdims=True)  # P (..., T, S)
-    dropped = weights * keep / (1.0 - p)  # W
-    return dropped @ v, (q, k, v, weights, dropped, keep, p, s)
+        future = torch.ones(T, S, dtype=torch.bool).triu(1)  # True where key j > query i
+        scores = scores.masked_fill(future, float("-inf"))
+    return scores.softmax(dim=-1)
 
 
-def backward(d_out, cache):
-    """dL/dO (..., T, Dv) -> (dL/dQ, dL/dK, dL/dV), shaped like q, k and v."""
-    q, k, v, weights, dropped, keep, p, s = cache
-    raise NotImplementedError("write dQ, dK and dV here")
+class DropoutAttention(torch.autograd.Function):
+    """out = (P ⊙ keep / (1 − p)) v with P = softmax(s · q kᵀ), s = 1/√D."""
+
+    @staticmethod
+    def forward(ctx, q, k, v, keep, p, causal):
+        """q (..., T, D), k (..., S, D), v (..., S, Dv), keep (..., T, S) bool, p the drop
+        probability, causal a bool -> out (..., T, Dv)."""
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        weights = attention_weights(q, k, scale, causal)  # P (..., T, S)
+        dropped = weights * keep / (1.0 - p)  # W (..., T, S)
+        # the inputs are saved, not P or W: backward recomputes them (see its docstring)
+        ctx.save_for_backward(q, k, v, keep)
+        ctx.scale, ctx.p, ctx.causal = scale, p, causal
+        return dropped @ v
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        """grad_output = dL/dO (..., T, Dv) -> (dL/dq, dL/dk, dL/dv, None, None, None).
+
+        One gradient per argument of forward, in order: None for keep, p and causal.
+        attention_weights(q, k, ctx.scale, ctx.causal) gives P again: recomputed here from the
+        saved inputs, it stays connected to q and k, so that your backward (in tensor
+        operations, not numpy) can itself be differentiated.
+        """
+        q, k, v, keep = ctx.saved_tensors
+        raise NotImplementedError("write dq, dk and dv here, with tensor operations")
 '''
 
 
@@ -64,41 +100,48 @@ def cases(rng: np.random.Generator) -> list[Case]:
     ]
 
 
-def reference(q: Tensor, k: Tensor, v: Tensor, keep: np.ndarray, p: float,
-               causal: bool) -> Tensor:
-    scores = matmul(q, k.transpose(-2, -1)) * (1.0 / np.sqrt(q.shape[-1]))  # (..., T, S)
-    if causal:
-        T, S = scores.shape[-2:]
-        scores = masked_fill(scores, Tensor(np.triu(np.ones((T, S), dtype=bool), 1)), -np.inf)
-    factors = Tensor((keep / (1.0 - p)).astype(q.dtype))
-    return matmul(softmax(scores, dim=-1) * factors, v)
+def reference(q: Tensor, k: Tensor, v: Tensor, keep: Tensor, p: float, causal: bool,
+              names: dict[str, Tensor] | None = None) -> Tensor:
+    """The head in tinyattn ops, each recorded; the dropout factors ``Z = keep / (1 − p)`` and
+    the dropped weights ``W`` are named in ``names`` when it is given."""
+    weights = attention_weights(q, k, is_causal=causal, scale=head_scale(q))  # P (..., T, S)
+    factors = Tensor((keep.numpy() / (1.0 - p)).astype(q.dtype))  # Z (..., T, S)
+    dropped = weights * factors  # W (..., T, S)
+    if names is not None:
+        names.update(Z=factors, W=dropped)
+    return matmul(dropped, v)
 
 
 def _mistake(mask_in_dp: bool = True, mask_in_dv: bool = True, rescale: bool = True):
-    def gradients(case: Case, d_out: np.ndarray) -> dict[str, np.ndarray]:
-        q, k, v = (case.arrays[n] for n in "qkv")
-        keep, drop = case.options["keep"], case.options["p"]
-        weights, s = attention_weights(q, k, case.options["causal"])
-        factors = keep / (1.0 - drop)
-        dw = d_out @ swap(v)
-        dp = (dw * (factors if rescale else keep)) if mask_in_dp else dw
-        ds = weights * (dp - (dp * weights).sum(-1, keepdims=True))
-        dv = swap(weights * factors if mask_in_dv else weights) @ d_out
-        return {"q": s * ds @ k, "k": s * swap(ds) @ q, "v": dv}
+    """The gradients of a dropout-attention backward with the mask, or its scale, left out of
+    one or both places it belongs."""
+    def gradients(values: Values, d_out: Tensor) -> dict[str, Tensor]:
+        q, k, v = (values[n].detach() for n in INPUTS)
+        keep, drop = values["keep"].numpy(), values["p"]
+        factors = Tensor((keep / (1.0 - drop) if rescale else keep).astype(q.dtype))
+        scores = attention_scores(values)
+        weights = scores.softmax(dim=-1)  # P
+        dw = matmul(d_out, transpose(v))
+        ds = through_softmax(scores, dw * factors if mask_in_dp else dw)
+        s = head_scale(q)
+        dropped = weights * Tensor((keep / (1.0 - drop)).astype(q.dtype))
+        dv = matmul(transpose(dropped if mask_in_dv else weights), d_out)
+        return {"q": matmul(ds, k) * s, "k": matmul(transpose(ds), q) * s, "v": dv}
 
     return gradients
 
 
 MISTAKES = (
-    Mistake("the dropout mask is not reapplied in the backward: the gradient at the "
-            "weights is dW = dO Vᵀ, and dP = dW ⊙ keep / (1 − p) before the softmax "
+    Mistake("the dropout mask is not reapplied in the backward: the gradient at the weights "
+            "must pass through W = P ⊙ keep / (1 − p) on its way to P, before the softmax "
             "backward", _mistake(mask_in_dp=False)),
-    Mistake("the dropout mask is not reapplied in the backward: dV = Wᵀ dO with the "
-            "dropped weights W = P ⊙ keep / (1 − p), not Pᵀ dO", _mistake(mask_in_dv=False)),
-    Mistake("the dropout mask is not reapplied in the backward, neither to dP nor in dV "
-            "(W = P ⊙ keep / (1 − p) is what multiplied V)",
+    Mistake("the dropout mask is not reapplied in the backward: dV is built from the dropped "
+            "weights W = P ⊙ keep / (1 − p), which multiplied V, not from P",
+            _mistake(mask_in_dv=False)),
+    Mistake("the dropout mask is not reapplied in the backward, neither on the way to P nor in "
+            "dV (W = P ⊙ keep / (1 − p) is what multiplied V)",
             _mistake(mask_in_dp=False, mask_in_dv=False)),
-    Mistake("the mask is reapplied to dP without its 1 / (1 − p) scale: inverted dropout "
-            "multiplies the kept weights by 1 / (1 − p), so dP = dW ⊙ keep / (1 − p)",
+    Mistake("the mask is reapplied without its 1 / (1 − p) scale: inverted dropout multiplies "
+            "the kept weights by 1 / (1 − p), in the backward as in the forward",
             _mistake(rescale=False)),
 )
