@@ -590,6 +590,48 @@ class TensorMethods:
         """Round toward zero: :func:`tinyattn.trunc`."""
         return _ops.trunc(self)
 
+    def sort(self, dim=-1, descending=False, stable=False):
+        """The values sorted along ``dim`` and their int64 indices (stable; NaN as the
+        largest): :func:`tinyattn.sort`."""
+        return _ops.sort(self, dim, descending, stable)
+
+    def argsort(self, dim=-1, descending=False, stable=False):
+        """The int64 indices that sort along ``dim``: :func:`tinyattn.argsort`."""
+        return _ops.argsort(self, dim, descending, stable)
+
+    def scatter(self, dim, index, src=None, *, value=None, reduce=None):
+        """A copy with ``src`` (a tensor or a number) written at ``index`` along ``dim``:
+        :func:`tinyattn.scatter`."""
+        return _ops.scatter(self, dim, index, src, value=value, reduce=reduce)
+
+    def scatter_(self, dim, index, src=None, *, value=None, reduce=None):
+        """In place: writes ``scatter(self, ...)`` into this tensor and returns it."""
+        return self._in_place("scatter_", _ops.scatter, dim, index, src, value=value,
+                              reduce=reduce)
+
+    def scatter_add(self, dim, index, src):
+        """A copy with ``src`` added at ``index`` along ``dim`` (repeats summed):
+        :func:`tinyattn.scatter_add`."""
+        return _ops.scatter_add(self, dim, index, src)
+
+    def scatter_add_(self, dim, index, src):
+        """In place: writes ``scatter_add(self, ...)`` into this tensor and returns it."""
+        return self._in_place("scatter_add_", _ops.scatter_add, dim, index, src)
+
+    def index_fill(self, dim, index, value):
+        """A copy with ``value`` written at the positions ``index`` along ``dim``:
+        :func:`tinyattn.index_fill`."""
+        return _ops.index_fill(self, dim, index, value)
+
+    def index_fill_(self, dim, index, value):
+        """In place: writes ``index_fill(self, ...)`` into this tensor and returns it."""
+        return self._in_place("index_fill_", _ops.index_fill, dim, index, value)
+
+    def nonzero(self, as_tuple=False):
+        """The indices of the nonzero elements, ``(count, ndim)`` int64 (or one tensor per dim
+        with ``as_tuple``): :func:`tinyattn.nonzero`."""
+        return _ops.nonzero(self, as_tuple)
+
     def clip(self, min=None, max=None):
         """PyTorch's other name for :meth:`clamp`."""
         return _ops.clamp(self, min, max)

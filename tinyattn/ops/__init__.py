@@ -11,7 +11,8 @@ file                   ops
 ``compare.py``         comparisons, logic, Maximum (maximum/minimum)
 ``reduce.py``          Sum, Mean, Var (std), Extremum (amax/amin, max/min)
 ``shape.py``           Reshape, Permute, Expand, Tile (repeat), Copy (clone/contiguous)
-``index.py``           GetItem, IndexPut (setitem), Cat, Stack
+``index.py``           GetItem, IndexScatter, IndexPut (setitem), Cat, Stack, Scatter
+                       (scatter/scatter_add), IndexFill, Sort (sort/argsort, topk)
 ``masking.py``         Where, MaskedFill, Triangle (triu/tril)
 ``matmul.py``          MatMul (matmul, mm, bmm, dot)
 ``softmax.py``         Softmax, LogSoftmax
@@ -47,7 +48,22 @@ from .compare import (
     minimum,
     ne,
 )
-from .index import cat, gather, getitem, index_put, index_select, setitem, stack, topk
+from .index import (
+    argsort,
+    cat,
+    gather,
+    getitem,
+    index_fill,
+    index_put,
+    index_select,
+    nonzero,
+    scatter,
+    scatter_add,
+    setitem,
+    sort,
+    stack,
+    topk,
+)
 from .masking import masked_fill, tril, triu, where
 from .matmul import bmm, dot, matmul, mm
 from .reduce import (
@@ -124,4 +140,5 @@ __all__ = [
     "round", "rsqrt", "setitem", "sigmoid", "sign", "sin", "softmax", "split", "sqrt",
     "square", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril",
     "triu", "trunc", "unbind", "unflatten", "unsqueeze", "var", "view", "where",
+    "argsort", "index_fill", "nonzero", "scatter", "scatter_add", "sort",
 ]

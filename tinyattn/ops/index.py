@@ -1,9 +1,13 @@
-"""Selecting and combining: indexing, index_put (``x[i] = v``), gather, cat, stack, topk
-(selecting by a mask — where, masked_fill, triu, tril — is in :mod:`.masking`).
+"""Selecting, combining and sorting: indexing, index_put (``x[i] = v``), gather, scatter,
+scatter_add, index_fill, cat, stack, sort, topk, nonzero (selecting by a mask — where,
+masked_fill, triu, tril — is in :mod:`.masking`).
 
 The backward of a selection is a scatter: the gradient goes back to the positions that were
 read, and positions read twice (repeated integer indices) receive the sum. ``GetItem`` and
-``IndexPut`` are each other's adjoints: each one's backward is written with the other.
+``IndexScatter`` (zeros with values written at an index) are each other's adjoints: each one's
+backward is the other; ``IndexPut``'s backward is ``GetItem`` and ``IndexPut`` itself. The
+backward of ``Scatter`` is a ``gather`` (a ``GetItem``) and ``Scatter`` itself; ``Sort``'s is a
+``Scatter``. Every backward is written with these ops, so it is differentiable again.
 
 Indexing follows PyTorch where it differs from numpy: an integer index selects first (it
 removes its dim), and only then do the tensor/list indices place their dims — so for ``x`` of
@@ -13,7 +17,6 @@ shape (2, 5, 6), ``x[1, :, [0, 1]]`` has shape (5, 2), as in PyTorch (numpy give
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,23 +24,28 @@ import numpy as np
 from .. import dtypes
 from ..autograd import Context, Function
 from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor, check_tensor
-from ..validation import broadcast_shapes, check_int, normalize_dim
+from ..tensor import Tensor, check_tensor, from_numpy
+from ..validation import broadcast_shapes, check_int, is_number, normalize_dim
 from .masking import masked_fill, tril, triu, where
+from .notation import operand
 from .operands import to_dtype
 
-__all__ = ["GetItem", "Index", "IndexPut", "Cat", "Stack", "TopK", "cat", "gather", "getitem",
-           "index_put", "index_select", "masked_fill", "parse_index", "setitem", "stack",
-           "topk", "tril", "triu", "where"]
+__all__ = ["Cat", "GetItem", "Index", "IndexFill", "IndexPut", "IndexScatter", "Scatter",
+           "Sort", "SortResult", "Stack", "TopK", "argsort", "cat", "gather", "getitem",
+           "index_fill", "index_put", "index_select", "masked_fill", "nonzero", "parse_index",
+           "scatter", "scatter_add", "setitem", "sort", "stack", "topk", "tril", "triu",
+           "where"]
 
 
-@dataclass(frozen=True)
 class Index:
     """A PyTorch index as two numpy keys: ``basic`` (ints, slices, None, Ellipsis) applied
     first, then ``advanced`` (integer/boolean arrays, with slices for the other dims) or None."""
 
-    basic: tuple
-    advanced: tuple | None
+    __slots__ = ("basic", "advanced")
+
+    def __init__(self, basic: tuple, advanced: tuple | None):
+        self.basic = basic
+        self.advanced = advanced
 
     def get(self, x: np.ndarray) -> np.ndarray:
         """``x[index]``."""
@@ -57,6 +65,9 @@ class Index:
             np.add.at(target, self.advanced, values)
         else:
             target[self.advanced] = values
+
+    def __repr__(self) -> str:
+        return f"Index(basic={self.basic!r}, advanced={self.advanced!r})"
 
 
 def _component(value: Any) -> Any:
@@ -119,29 +130,67 @@ def parse_index(ndim: int, index: Any) -> Index:
     return Index(tuple(basic), tuple(second))
 
 
+def _constant(value: Any, dtype: np.dtype) -> Tensor:
+    """``value`` as a 0-d constant tensor of ``dtype``."""
+    return from_numpy(np.asarray(value, dtype))
+
+
+def _gather_key(idx: np.ndarray, axis: int) -> tuple:
+    """The advanced key that reads ``x[..., idx[i, j, k], ...]`` (``idx`` in dim ``axis``) at
+    each position of ``idx``: ``torch.gather``'s selection as a numpy index."""
+    last = idx.ndim - 1
+    return tuple(idx if d == axis else np.arange(n).reshape((n,) + (1,) * (last - d))
+                 for d, n in enumerate(idx.shape))
+
+
+def _take(x: Tensor, axis: int, index: Tensor) -> Tensor:
+    """``gather(x, axis, index)`` for an index already checked: ``GetItem`` on its key."""
+    return GetItem.apply(x, index=Index((), _gather_key(index.numpy(), axis)))
+
+
 class GetItem(Function):
-    """``y = x[index]``; ``dx = zeros_like(x)`` with ``g`` scatter-added at ``index``."""
+    """``y = x[index]``; ``dx = zeros_like(x)`` with ``g`` written at ``index`` (summed where
+    an integer index repeats): ``IndexScatter``, its adjoint."""
 
     view = True
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, index: Index) -> np.ndarray:
-        ctx.save_for_backward(x.shape, x.dtype, index)
-        return index.get(x)
+    def forward(ctx: Context, x: Tensor, index: Index) -> Tensor:
+        array = x.numpy()
+        ctx.in_shape, ctx.index = array.shape, index
+        return from_numpy(index.get(array))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        shape, dtype, index = ctx.saved
-        dx = np.zeros(shape, dtype=dtype)
-        index.put(dx, grad, accumulate=index.advanced is not None)  # repeats accumulate
-        return (dx,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return IndexScatter.apply(grad, shape=ctx.in_shape, index=ctx.index)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        shape, dtype, index = ctx.saved
-        return (IndexPut.apply(Tensor(np.zeros(shape, dtype)), grad, index=index,
-                               accumulate=True),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"scatter({g}, index)"
+
+
+class IndexScatter(Function):
+    """``y = zeros(shape)`` with ``v`` written at ``index`` (summed where an integer index
+    repeats): the adjoint of ``GetItem``, its backward; ``dv = g[index]``."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, values: Tensor, shape: tuple[int, ...], index: Index) -> Tensor:
+        v = values.numpy()
+        out = np.zeros(shape, v.dtype)
+        index.put(out, v, accumulate=index.advanced is not None)
+        ctx.index = index
+        return from_numpy(out)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return GetItem.apply(grad, index=ctx.index)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)}[index]"
 
 
 class IndexPut(Function):
@@ -154,34 +203,29 @@ class IndexPut(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, values: np.ndarray, index: Index,
-                accumulate: bool) -> np.ndarray:
-        ctx.save_for_backward(index, accumulate)
-        out = x.copy()
-        index.put(out, values.astype(x.dtype, copy=False), accumulate)
-        return out
+    def forward(ctx: Context, x: Tensor, values: Tensor, index: Index,
+                accumulate: bool) -> Tensor:
+        out = x.numpy().copy()
+        index.put(out, values.numpy().astype(out.dtype, copy=False), accumulate)
+        ctx.index, ctx.accumulate = index, accumulate
+        return from_numpy(out)
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray | None, ...]:
-        index, accumulate = ctx.saved
-        dx = None
-        if ctx.needs_input_grad[0]:
-            dx = grad
-            if not accumulate:
-                dx = grad.copy()
-                index.put(dx, np.zeros((), grad.dtype), False)
-        dvalues = index.get(grad) if ctx.needs_input_grad[1] else None
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        need_x, need_values = ctx.needs_input_grad
+        dx = dvalues = None
+        if need_x:
+            dx = grad if ctx.accumulate else IndexPut.apply(
+                grad, _constant(0, grad.dtype), index=ctx.index, accumulate=False)
+        if need_values:
+            dvalues = GetItem.apply(grad, index=ctx.index)
         return dx, dvalues
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
-        index, accumulate = ctx.saved
-        needs_dx, needs_dvalues = ctx.needs_input_grad
-        dx = None
-        if needs_dx:
-            dx = grad if accumulate else IndexPut.apply(
-                grad, Tensor(np.zeros((), grad.dtype)), index=index, accumulate=False)
-        return dx, GetItem.apply(grad, index=index) if needs_dvalues else None
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 1:
+            return f"{operand(g)}[index]"
+        return g if node.accumulate else f"index_put({g}, index, 0)"
 
 
 class Cat(Function):
@@ -190,21 +234,25 @@ class Cat(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, *xs: np.ndarray, dim: int) -> np.ndarray:
-        ctx.save_for_backward(dim, np.cumsum([x.shape[dim] for x in xs])[:-1])
-        return np.concatenate(xs, axis=dim)
+    def forward(ctx: Context, *xs: Tensor, dim: int) -> Tensor:
+        arrays = [x.numpy() for x in xs]
+        ctx.dim, ctx.sizes = dim, [a.shape[dim] for a in arrays]
+        return from_numpy(np.concatenate(arrays, axis=dim))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, ...]:
-        dim, offsets = ctx.saved
-        return tuple(np.split(grad, offsets, axis=dim))
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        lead = (slice(None),) * ctx.dim
+        grads, start = [], 0
+        for need, size in zip(ctx.needs_input_grad, ctx.sizes):
+            grads.append(GetItem.apply(grad, index=Index(lead + (slice(start, start + size),),
+                                                         None)) if need else None)
+            start += size
+        return tuple(grads)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, ...]:
-        dim, offsets = ctx.saved
-        bounds = [0, *offsets.tolist(), grad.shape[dim]]
-        return tuple(grad[(slice(None),) * dim + (slice(a, b),)]
-                     for a, b in zip(bounds, bounds[1:]))
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        start = sum(node.sizes[:slot])
+        return f"narrow({g}, {node.dim}, {start}, {node.sizes[slot]})"
 
 
 class Stack(Function):
@@ -213,24 +261,160 @@ class Stack(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, *xs: np.ndarray, dim: int) -> np.ndarray:
-        ctx.save_for_backward(dim, len(xs))
-        return np.stack(xs, axis=dim)
+    def forward(ctx: Context, *xs: Tensor, dim: int) -> Tensor:
+        ctx.dim = dim
+        return from_numpy(np.stack([x.numpy() for x in xs], axis=dim))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, ...]:
-        dim, count = ctx.saved
-        return tuple(np.take(grad, i, axis=dim) for i in range(count))
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
+        lead = (slice(None),) * ctx.dim
+        return tuple(GetItem.apply(grad, index=Index(lead + (i,), None)) if need else None
+                     for i, need in enumerate(ctx.needs_input_grad))
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, ...]:
-        dim, count = ctx.saved
-        return tuple(grad[(slice(None),) * dim + (i,)] for i in range(count))
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"select({g}, {node.dim}, {slot})"
+
+
+class Scatter(Function):
+    """``y = x`` with ``src`` written (``accumulate``: added) at ``index`` along ``dim``: for
+    ``dim = 0``, ``y[index[i, j], j] = src[i, j]``.
+
+    ``dx = g`` with the written positions zeroed (``accumulate``: ``dx = g``);
+    ``dsrc = gather(g, dim, index)`` (0 where ``src`` reaches beyond ``index``), as PyTorch.
+    """
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, index: Tensor, src: Tensor, dim: int,
+                accumulate: bool) -> Tensor:
+        out = x.numpy().copy()
+        idx, values = index.numpy(), src.numpy()
+        ctx.src_shape = values.shape
+        if values.ndim and values.shape != idx.shape:  # src may be larger than index
+            values = values[tuple(slice(0, n) for n in idx.shape)]
+        values = values.astype(out.dtype, copy=False)
+        key = _gather_key(idx, dim)
+        if accumulate:
+            np.add.at(out, key, values)
+        else:
+            out[key] = values
+        ctx.dim, ctx.accumulate = dim, accumulate
+        ctx.save_for_backward(index)
+        return from_numpy(out)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, None, Tensor | None]:
+        (index,) = ctx.saved_tensors
+        need_x, _, need_src = ctx.needs_input_grad
+        dx = dsrc = None
+        if need_x:
+            dx = grad if ctx.accumulate else Scatter.apply(
+                grad, index, _constant(0, grad.dtype), dim=ctx.dim, accumulate=False)
+        if need_src:
+            dsrc = _take(grad, ctx.dim, index)
+            if len(ctx.src_shape) and dsrc.shape != ctx.src_shape:
+                dsrc = IndexScatter.apply(dsrc, shape=ctx.src_shape, index=Index(
+                    tuple(slice(0, n) for n in dsrc.shape), None))
+        return dx, None, dsrc
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 2:
+            return f"gather({g}, {node.dim}, index)"
+        return g if node.accumulate else f"scatter({g}, {node.dim}, index, 0)"
+
+
+class IndexFill(Function):
+    """``y = x`` with ``value`` (0-d) written at the positions ``index`` (distinct) along
+    ``dim``; ``dx = g`` zeroed at those positions, ``dvalue = Σ g`` over them."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, index: Tensor, value: Tensor, dim: int) -> Tensor:
+        out = x.numpy().copy()
+        out[(slice(None),) * dim + (index.numpy(),)] = value.numpy()
+        ctx.dim = dim
+        ctx.save_for_backward(index)
+        return from_numpy(out)
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, None, Tensor | None]:
+        (index,) = ctx.saved_tensors
+        need_x, _, need_value = ctx.needs_input_grad
+        dx = dvalue = None
+        if need_x:
+            dx = IndexFill.apply(grad, index, _constant(0, grad.dtype), dim=ctx.dim)
+        if need_value:
+            picked = Index((slice(None),) * (ctx.dim + 1),
+                           (slice(None),) * ctx.dim + (index.numpy(),))
+            dvalue = GetItem.apply(grad, index=picked).sum()
+        return dx, None, dvalue
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 2:
+            return f"Σ index_select({g}, {node.dim}, index)"
+        return f"index_fill({g}, {node.dim}, index, 0)"
+
+
+class Sort(Function):
+    """``values, indices = sort(x, dim)`` (stable; NaN counts as the largest, as PyTorch);
+    ``dx = 0`` with ``g`` written back to the sorted positions, ``dx = scatter(0, dim, indices,
+    g)``; the indices have no gradient."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, dim: int, descending: bool) -> tuple[Tensor, Tensor]:
+        array = x.numpy()
+        order = _sort_order(array, dim, descending)
+        indices = from_numpy(order)
+        ctx.mark_non_differentiable(indices)
+        ctx.set_materialize_grads(False)
+        ctx.save_for_backward(indices)
+        ctx.dim = dim
+        return from_numpy(np.take_along_axis(array, order, dim)), indices
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor | None, grad_indices: None) -> Tensor | None:
+        if grad is None:
+            return None
+        (indices,) = ctx.saved_tensors
+        zeros = from_numpy(np.zeros(grad.shape, grad.dtype))
+        return Scatter.apply(zeros, indices, grad, dim=ctx.dim, accumulate=False)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"scatter(0, {node.dim}, indices, {g})"
+
+
+def _sort_order(array: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+    """The int64 indices that sort ``array`` along ``axis``, stably (equal elements keep their
+    order; NaN sorts as the largest, as in PyTorch)."""
+    if not descending:
+        return np.argsort(array, axis=axis, kind="stable").astype(np.int64, copy=False)
+    # ascending on the reversed array, then reversed: descending with ties in original order
+    order = np.argsort(np.flip(array, axis), axis=axis, kind="stable")
+    return np.flip(array.shape[axis] - 1 - order, axis).astype(np.int64)
 
 
 def getitem(input: Tensor, index: Any) -> Tensor:
     """``input[index]`` for ints, slices, None, Ellipsis, integer tensors/lists and boolean
     masks, with PyTorch's placement of the advanced dims."""
+    parts = index if type(index) is tuple else (index,)
+    for p in parts:  # a basic index of Python ints and slices goes straight to numpy
+        kind = type(p)
+        if not (kind is int or p is None or p is Ellipsis or kind is slice and (
+                p.step is None or type(p.step) is int and p.step > 0)):
+            break
+    else:
+        try:  # numpy's errors (too many indices, out of range) are PyTorch's
+            return GetItem.apply(input, index=Index(parts, None))
+        except IndexError as err:
+            raise IndexError(f"getitem on a tensor of shape {input.shape}: {err}") from None
     try:
         parsed = parse_index(input.ndim, index)
         return GetItem.apply(input, index=parsed)
@@ -244,7 +428,8 @@ def index_put(input: Tensor, indices: Any, values: Any, accumulate: bool = False
     value = to_dtype(values, input.dtype)
     try:
         parsed = parse_index(input.ndim, indices)
-        target_shape = parsed.get(np.empty(input.shape, np.bool_)).shape
+        anything = np.broadcast_to(np.zeros((), np.bool_), input.shape)  # no memory
+        target_shape = parsed.get(anything).shape
     except IndexError as err:
         raise IndexError(f"index_put on a tensor of shape {input.shape}: {err}") from None
     if broadcast_shapes("index_put", value.shape, target_shape) != target_shape:
@@ -274,10 +459,9 @@ def gather(input: Tensor, dim: int, index: Tensor) -> Tensor:
     if idx.size and (idx.min() < -input.shape[axis] or idx.max() >= input.shape[axis]):
         raise IndexError(f"gather: index out of range for dim {axis} of size "
                          f"{input.shape[axis]}")
-    key = tuple(idx if d == axis else
-                np.arange(n).reshape((-1,) + (1,) * (idx.ndim - d - 1))
-                for d, n in enumerate(idx.shape))
-    return GetItem.apply(input, index=Index((), key)) if input.ndim else input
+    if not input.ndim:
+        return input
+    return GetItem.apply(input, index=Index((), _gather_key(idx, axis)))
 
 
 def index_select(input: Tensor, dim: int, index: Tensor) -> Tensor:
@@ -354,10 +538,220 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
         raise ShapeError(f"topk: k ({k}) is larger than the size {size} of dim {dim}")
     if input.ndim == 0:
         return TopK(input, Tensor(np.zeros((), np.int64)))
-    data = input.numpy()
-    key = -data if largest else data
-    if data.dtype.kind == "f":  # NaN counts as the largest, as in PyTorch
-        key = np.where(np.isnan(data), -np.inf if largest else np.inf, key)
-    order = np.argsort(key, axis=axis, kind="stable")
-    indices = np.take(order, np.arange(k), axis=axis).astype(np.int64)
-    return TopK(gather(input, axis, Tensor(indices)), Tensor(indices))
+    order = _sort_order(input.numpy(), axis, bool(largest))  # NaN as the largest, as PyTorch
+    indices = from_numpy(np.ascontiguousarray(order[(slice(None),) * axis + (slice(0, k),)]))
+    return TopK(_take(input, axis, indices), indices)
+
+
+class SortResult(NamedTuple):
+    """``sort`` returns the sorted values and the indices they came from, as ``torch.sort``."""
+
+    values: Tensor
+    indices: Tensor
+
+
+def _check_flag(op: str, label: str, value: Any) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{op}: {label} must be a bool, got {type(value).__name__} {value!r}")
+    return bool(value)
+
+
+def sort(input: Tensor, dim: int = -1, descending: bool = False,
+         stable: bool = False) -> SortResult:
+    """The elements of ``input`` sorted along ``dim`` (ascending unless ``descending``), with
+    the int64 indices they came from, as ``torch.sort``.
+
+    The sort is always stable (equal elements keep their order, so ``stable=True`` changes
+    nothing); NaN sorts as the largest value, as in PyTorch. The values are differentiable: the
+    gradient goes back to the position each value came from.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> values, indices = ta.sort(ta.tensor([3.0, 1.0, 2.0]), descending=True)
+    >>> values.tolist(), indices.tolist()
+    ([3.0, 2.0, 1.0], [0, 2, 1])
+    """
+    check_tensor("sort", "input", input)
+    axis = normalize_dim("sort", dim, input.ndim)
+    descending = _check_flag("sort", "descending", descending)
+    _check_flag("sort", "stable", stable)
+    if input.ndim == 0:  # one element: sorted as it is
+        values, indices = Sort.apply(input.reshape(1), dim=0, descending=descending)
+        return SortResult(values.reshape(()), indices.reshape(()))
+    values, indices = Sort.apply(input, dim=axis, descending=descending)
+    return SortResult(values, indices)
+
+
+def argsort(input: Tensor, dim: int = -1, descending: bool = False,
+            stable: bool = False) -> Tensor:
+    """The int64 indices that sort ``input`` along ``dim`` (``sort(...).indices``; stable, NaN
+    as the largest), as ``torch.argsort``."""
+    check_tensor("argsort", "input", input)
+    axis = normalize_dim("argsort", dim, input.ndim)
+    descending = _check_flag("argsort", "descending", descending)
+    _check_flag("argsort", "stable", stable)
+    if input.ndim == 0:
+        return from_numpy(np.zeros((), np.int64))
+    return from_numpy(_sort_order(input.numpy(), axis, descending))
+
+
+def _check_index(op: str, index: Any) -> Tensor:
+    check_tensor(op, "index", index)
+    if index.dtype != np.int64:
+        raise DTypeError(f"{op}: expected an int64 index tensor, got dtype {index.dtype} "
+                         "(convert it with .long())")
+    return index
+
+
+def _out_of_range(op: str, idx: np.ndarray, size: int, axis: int, negative: bool) -> None:
+    """An IndexError naming the first index outside ``[0, size)`` (``[-size, size)`` when
+    ``negative`` indices count from the end)."""
+    if not idx.size:
+        return
+    low = -size if negative else 0
+    bad = (idx < low) | (idx >= size)
+    if bad.any():
+        value = int(idx.reshape(-1)[np.argmax(bad.reshape(-1))])
+        raise IndexError(f"{op}: index {value} is out of bounds for dim {axis} with size "
+                         f"{size}")
+
+
+def _scatter(op: str, input: Any, dim: Any, index: Any, src: Any,
+             accumulate: bool) -> Tensor:
+    """Check the arguments of ``scatter``/``scatter_add`` and apply :class:`Scatter`."""
+    check_tensor(op, "input", input)
+    _check_index(op, index)
+    axis = normalize_dim(op, dim, input.ndim)
+    if isinstance(src, Tensor):
+        if src.dtype != input.dtype:
+            raise DTypeError(f"{op}: expected src to have the input's dtype {input.dtype}, got "
+                             f"{src.dtype}")
+        if src.ndim != input.ndim:
+            raise ShapeError(f"{op}: src must have as many dims as input ({input.ndim}), got "
+                             f"shape {src.shape}")
+    elif accumulate or not is_number(src) and not isinstance(src, (bool, np.bool_)):
+        wanted = "a tensor" if accumulate else "a tensor or a number"
+        raise TypeError(f"{op}: src must be {wanted}, got {type(src).__name__}")
+    if index.ndim != input.ndim:
+        raise ShapeError(f"{op}: index must have as many dims as input ({input.ndim}), got "
+                         f"shape {index.shape}")
+    for d, n in enumerate(index.shape):
+        if (d != axis and n > input.shape[d]) or (isinstance(src, Tensor) and n > src.shape[d]):
+            raise ShapeError(
+                f"{op}: index of shape {index.shape} must be no larger than input "
+                f"{input.shape} outside dim {axis}, and no larger than src"
+                + (f" {src.shape}" if isinstance(src, Tensor) else "") + " in every dim")
+    _out_of_range(op, index.numpy(), input.shape[axis] if input.ndim else 1, axis, False)
+    if not isinstance(src, Tensor):
+        src = _constant(src, input.dtype)
+    if input.ndim == 0:  # one element: scattered as a 1-element vector
+        one = (1,)
+        return Scatter.apply(input.reshape(one), index.reshape(one),
+                             src.reshape(one) if src.ndim else src, dim=0,
+                             accumulate=accumulate).reshape(())
+    return Scatter.apply(input, index, src, dim=axis, accumulate=accumulate)
+
+
+def scatter(input: Tensor, dim: int, index: Tensor, src: Any = None, *, value: Any = None,
+            reduce: str | None = None) -> Tensor:
+    """A copy of ``input`` with the entries of ``src`` written at ``index`` along ``dim``, as
+    ``torch.scatter``: for ``dim=0``, ``out[index[i][j]][j] = src[i][j]``.
+
+    ``index`` is int64 with as many dims as ``input``, no larger than ``src`` in any dim nor
+    than ``input`` outside ``dim``; its values lie in ``[0, input.size(dim))``. ``src`` is a
+    tensor of ``input``'s dtype or a number (also accepted as ``value=``). Where ``index``
+    repeats a position, one of the values is written (which one is unspecified, as in
+    PyTorch). ``reduce`` is not supported: use :func:`scatter_add`.
+
+    Gradients, as PyTorch's: ``input`` gets ``grad`` with the written positions zeroed,
+    ``src`` gets ``gather(grad, dim, index)``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.scatter(ta.zeros(4), 0, ta.tensor([3, 0]), ta.tensor([1.0, 2.0])).tolist()
+    [2.0, 0.0, 0.0, 1.0]
+    """
+    if reduce is not None:
+        raise NotImplementedError(f"scatter: reduce={reduce!r} is not supported; use "
+                                  "scatter_add for sums")
+    if value is not None:
+        if src is not None:
+            raise TypeError("scatter: give either src or value, not both")
+        src = value
+    if src is None:
+        raise TypeError("scatter: missing the src (or value) argument")
+    return _scatter("scatter", input, dim, index, src, accumulate=False)
+
+
+def scatter_add(input: Tensor, dim: int, index: Tensor, src: Tensor) -> Tensor:
+    """A copy of ``input`` with the entries of ``src`` added at ``index`` along ``dim`` (values
+    sent to one position are summed), as ``torch.scatter_add``: for ``dim=0``,
+    ``out[index[i][j]][j] += src[i][j]``. Arguments as :func:`scatter` (``src`` a tensor).
+
+    Gradients: ``input`` gets ``grad``, ``src`` gets ``gather(grad, dim, index)``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.scatter_add(ta.zeros(3), 0, ta.tensor([1, 1, 2]), ta.ones(3)).tolist()
+    [0.0, 2.0, 1.0]
+    """
+    return _scatter("scatter_add", input, dim, index, src, accumulate=True)
+
+
+def index_fill(input: Tensor, dim: int, index: Tensor, value: Any) -> Tensor:
+    """A copy of ``input`` with ``value`` written at the positions ``index`` (int64, 0-d or
+    1-D; negative counts from the end) along ``dim``, as ``torch.index_fill``.
+
+    ``value`` is a number or a 0-d tensor. Gradients: ``input`` gets ``grad`` zeroed at the
+    filled positions; a ``value`` tensor gets the sum of ``grad`` over them.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.index_fill(ta.ones(2, 3), 1, ta.tensor([0, 2]), -1.0).tolist()
+    [[-1.0, 1.0, -1.0], [-1.0, 1.0, -1.0]]
+    """
+    check_tensor("index_fill", "input", input)
+    _check_index("index_fill", index)
+    axis = normalize_dim("index_fill", dim, input.ndim)
+    if index.ndim > 1:
+        raise ShapeError(f"index_fill: index must be 0-d or 1-D, got shape {index.shape}")
+    if isinstance(value, Tensor):
+        if value.ndim:
+            raise ShapeError(f"index_fill: value must be a number or a 0-d tensor, got a "
+                             f"tensor of shape {value.shape}")
+        value = to_dtype(value, input.dtype)
+    elif is_number(value) or isinstance(value, (bool, np.bool_)):
+        value = _constant(value, input.dtype)
+    else:
+        raise TypeError(f"index_fill: value must be a number or a 0-d tensor, got "
+                        f"{type(value).__name__}")
+    size = input.shape[axis] if input.ndim else 1
+    idx = index.numpy().reshape(-1)
+    _out_of_range("index_fill", idx, size, axis, True)
+    positions = from_numpy(np.unique(idx % size) if size else idx)  # distinct, from 0
+    if input.ndim == 0:
+        return IndexFill.apply(input.reshape(1), positions, value, dim=0).reshape(())
+    return IndexFill.apply(input, positions, value, dim=axis)
+
+
+def nonzero(input: Tensor, as_tuple: bool = False) -> Tensor | tuple[Tensor, ...]:
+    """The indices of the nonzero (true, NaN included) elements, as ``torch.nonzero``: an
+    int64 tensor of shape ``(count, input.ndim)``, one row per element in C order, or with
+    ``as_tuple=True`` one 1-D tensor per dim (one for a 0-d input). No gradient.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.nonzero(ta.tensor([[1, 0], [0, 3]])).tolist()
+    [[0, 0], [1, 1]]
+    """
+    check_tensor("nonzero", "input", input)
+    array = input.numpy()
+    if as_tuple:
+        found = np.nonzero(array.reshape(1) if array.ndim == 0 else array)
+        return tuple(from_numpy(c.astype(np.int64, copy=False)) for c in found)
+    return from_numpy(np.argwhere(array).astype(np.int64, copy=False))

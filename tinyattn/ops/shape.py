@@ -3,7 +3,12 @@ contiguous.
 
 None of these change a value, so each backward only moves the gradient back into the input's
 layout: reshape it back, permute it back, or (for ``expand``) return it unchanged so the
-engine's ``unbroadcast`` sums it.
+engine's ``unbroadcast`` sums it. Each backward is written with these same ops, so it is
+differentiable again.
+
+Reshape, permute, transpose, (un)squeeze are called inside other ops' backward rules all the
+time: their public functions take a short path when the arguments are already plain ints in
+range, and check everything else in full.
 """
 
 from __future__ import annotations
@@ -16,103 +21,135 @@ import numpy as np
 
 from ..autograd import Context, Function
 from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor, check_tensor
+from ..tables import shape_text
+from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import check_int, normalize_dim, shape_arg
+from .notation import transpose as transposed
 
 
 class Reshape(Function):
-    """``y = x`` with a new shape; ``dx = g`` reshaped back."""
+    """``y = x`` with a new shape; ``dx = g`` reshaped back to ``x``'s shape."""
 
     view = True
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        ctx.save_for_backward(x.shape)
-        return x.reshape(shape)
+    def forward(ctx: Context, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+        array = x.numpy()
+        ctx.in_shape = array.shape
+        return from_numpy(array.reshape(shape))
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        (shape,) = ctx.saved
-        return (grad.reshape(shape),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return Reshape.apply(grad, shape=ctx.in_shape)
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"reshape({g}, {shape_text(node.inputs[0].shape)})"
+
+
+def _swaps_last_two(dims: tuple[int, ...]) -> bool:
+    n = len(dims)
+    return n >= 2 and dims == tuple(range(n - 2)) + (n - 1, n - 2)
 
 
 class Permute(Function):
-    """``y = x`` with axes reordered by ``dims``; ``dx = g`` with the inverse order."""
+    """``y = x`` with its axes reordered by ``dims``; ``dx = g`` permuted by the inverse order."""
 
     view = True
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dims: tuple[int, ...]) -> np.ndarray:
-        ctx.save_for_backward(tuple(int(i) for i in np.argsort(dims)))
-        return x.transpose(dims)
+    def forward(ctx: Context, x: Tensor, dims: tuple[int, ...]) -> Tensor:
+        ctx.dims = dims
+        return from_numpy(x.numpy().transpose(dims))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (inverse,) = ctx.saved
-        return (grad.transpose(inverse),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        inverse = [0] * len(ctx.dims)
+        for position, axis in enumerate(ctx.dims):
+            inverse[axis] = position
+        return Permute.apply(grad, dims=tuple(inverse))
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        return (grad.permute(ctx.saved[0]),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        dims = tuple(node.dims)
+        if _swaps_last_two(dims):
+            return transposed(g)
+        inverse = tuple(sorted(range(len(dims)), key=dims.__getitem__))
+        return f"permute({g}, {inverse})"
 
 
 class Expand(Function):
-    """``y = x`` broadcast to ``shape`` (a view); ``dx = g`` summed by the engine's unbroadcast."""
+    """``y = x`` broadcast to ``shape`` (a view); ``dx = g`` summed over the broadcast dims (by
+    the engine's ``unbroadcast``)."""
 
     view = True
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-        return np.broadcast_to(x, shape)
+    def forward(ctx: Context, x: Tensor, shape: tuple[int, ...]) -> Tensor:
+        return from_numpy(np.broadcast_to(x.numpy(), shape))
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        return (grad,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return g
 
 
 class Tile(Function):
-    """``y = x`` repeated ``reps[d]`` times along each dim ``d``; ``dx = Σ`` over the copies."""
+    """``y = x`` repeated ``reps[d]`` times along each dim ``d``; ``dx = Σ`` of ``g`` over the
+    copies (``g`` reshaped to ``(r₀, n₀, r₁, n₁, …)`` and summed over the ``r`` dims)."""
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, reps: tuple[int, ...]) -> np.ndarray:
-        ctx.save_for_backward(x.shape, reps)
-        return np.tile(x, reps)
+    def forward(ctx: Context, x: Tensor, reps: tuple[int, ...]) -> Tensor:
+        array = x.numpy()
+        ctx.in_shape, ctx.reps = array.shape, reps
+        return from_numpy(np.tile(array, reps))
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        shape, reps = ctx.saved
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        shape, reps = ctx.in_shape, ctx.reps
         split = tuple(n for pair in zip(reps, shape) for n in pair)  # (r0, n0, r1, n1, ...)
-        axes = tuple(range(0, 2 * len(shape), 2))
-        if isinstance(grad, np.ndarray):
-            return (grad.reshape(split).sum(axis=axes),)
-        return (grad.reshape(split).sum(dim=axes),)
+        return Reshape.apply(grad, shape=split).sum(dim=tuple(range(0, 2 * len(shape), 2)))
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"sum_copies({g}, reps={tuple(node.reps)})"
 
 
 class Copy(Function):
-    """``y`` = a C-ordered copy of ``x``; ``dx = g``."""
+    """``y = x`` copied into new memory in C order; ``dx = g``."""
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray) -> np.ndarray:
-        return np.array(x, order="C", copy=True)
+    def forward(ctx: Context, x: Tensor) -> Tensor:
+        return from_numpy(np.array(x.numpy(), order="C", copy=True))
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        return (grad,)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return grad
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return g
+
+
+def _plain_sizes(sizes: tuple) -> tuple[int, ...] | None:
+    """``sizes`` given as ``f(2, 3)``, ``f((2, 3))`` or ``f([2, 3])`` when every size is a
+    Python int (the common case: the caller checks the values); else None (the full check)."""
+    if len(sizes) == 1 and type(sizes[0]) in (tuple, list):
+        sizes = tuple(sizes[0])
+    for n in sizes:
+        if type(n) is not int:
+            return None
+    return sizes
 
 
 def _resolve_shape(op: str, x: Tensor, target: tuple[int, ...]) -> tuple[int, ...]:
@@ -131,11 +168,20 @@ def _resolve_shape(op: str, x: Tensor, target: tuple[int, ...]) -> tuple[int, ..
     return target
 
 
+def _target_shape(op: str, input: Tensor, shape: tuple) -> tuple[int, ...]:
+    """The shape ``reshape``/``view`` make: plain non-negative ints holding ``input``'s
+    elements are taken as they are; anything else (``-1``, numpy ints, errors) in full."""
+    target = _plain_sizes(shape)
+    if target is None or min(target, default=0) < 0 or math.prod(target) != input._data.size:
+        target = _resolve_shape(op, input, shape_arg(op, shape))
+    return target
+
+
 def reshape(input: Tensor, *shape: int | Sequence[int]) -> Tensor:
     """``input`` with a new shape of the same number of elements; one dim may be ``-1``."""
     check_tensor("reshape", "input", input)
-    target = _resolve_shape("reshape", input, shape_arg("reshape", shape))
-    if target == input.shape:
+    target = _target_shape("reshape", input, shape)
+    if target == input._data.shape:
         return input
     return Reshape.apply(input, shape=target)
 
@@ -147,37 +193,50 @@ def view(input: Tensor, *shape: Any) -> Tensor:
             not hasattr(shape[0], "ndim"):
         raise TypeError(f"view: expected a shape, got {shape[0]!r} (view(dtype) is not "
                         "supported; use .to(dtype))")
-    target = _resolve_shape("view", input, shape_arg("view", shape))
-    probe = input.numpy().view()
-    try:
-        probe.shape = target
-    except AttributeError:
-        raise ShapeError(
-            f"view: size {list(target)} is not compatible with the input's size and strides "
-            f"(shape {input.shape}, not contiguous); use .reshape(...) instead"
-        ) from None
-    return input if target == input.shape else Reshape.apply(input, shape=target)
+    check_tensor("view", "input", input)
+    target = _target_shape("view", input, shape)
+    array = input.numpy()
+    if not array.flags.c_contiguous:  # a C-contiguous array can take any shape
+        probe = array.view()
+        try:
+            probe.shape = target
+        except AttributeError:
+            raise ShapeError(
+                f"view: size {list(target)} is not compatible with the input's size and "
+                f"strides (shape {input.shape}, not contiguous); use .reshape(...) instead"
+            ) from None
+    return input if target == array.shape else Reshape.apply(input, shape=target)
 
 
 def permute(input: Tensor, *dims: int | Sequence[int]) -> Tensor:
     """``input`` with its axes in the order ``dims``."""
+    n = input.ndim
+    order = _plain_sizes(dims)
+    if order is not None and len(order) == n and n and all(-n <= d < n for d in order):
+        axes = tuple([d % n for d in order])
+        if len(set(axes)) == n:
+            return input if axes == tuple(range(n)) else Permute.apply(input, dims=axes)
     order = shape_arg("permute", dims, required=True)
-    if len(order) != input.ndim:
+    if len(order) != n:
         raise ShapeError(f"permute: got {len(order)} dims {order} for a tensor of "
-                           f"{input.ndim} dims {input.shape}")
-    axes = tuple(normalize_dim("permute", d, input.ndim) for d in order) if input.ndim else ()
-    if sorted(axes) != list(range(input.ndim)):
-        raise ShapeError(f"permute: dims {order} are not a permutation of {input.ndim} axes")
-    return input if axes == tuple(range(input.ndim)) else Permute.apply(input, dims=axes)
+                         f"{n} dims {input.shape}")
+    axes = tuple(normalize_dim("permute", d, n) for d in order) if n else ()
+    if sorted(axes) != list(range(n)):
+        raise ShapeError(f"permute: dims {order} are not a permutation of {n} axes")
+    return input if axes == tuple(range(n)) else Permute.apply(input, dims=axes)
 
 
 def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     """``input`` with axes ``dim0`` and ``dim1`` swapped."""
-    a = normalize_dim("transpose", dim0, input.ndim)
-    b = normalize_dim("transpose", dim1, input.ndim)
-    if a == b or input.ndim < 2:
+    n = input.ndim
+    if type(dim0) is int and type(dim1) is int and -n <= dim0 < n and -n <= dim1 < n:
+        a, b = dim0 % n, dim1 % n
+    else:
+        a = normalize_dim("transpose", dim0, n)
+        b = normalize_dim("transpose", dim1, n)
+    if a == b or n < 2:
         return input
-    order = list(range(input.ndim))
+    order = list(range(n))
     order[a], order[b] = order[b], order[a]
     return Permute.apply(input, dims=tuple(order))
 
@@ -192,20 +251,32 @@ def movedim(input: Tensor, source: int, destination: int) -> Tensor:
 
 def unsqueeze(input: Tensor, dim: int) -> Tensor:
     """``input`` with a new axis of size 1 inserted at ``dim``."""
-    axis = normalize_dim("unsqueeze", dim, input.ndim, extra=1)
-    return Reshape.apply(input, shape=input.shape[:axis] + (1,) + input.shape[axis:])
+    shape = input.shape
+    n = len(shape)
+    if type(dim) is int and -n - 1 <= dim <= n:
+        axis = dim % (n + 1)
+    else:
+        axis = normalize_dim("unsqueeze", dim, n, extra=1)
+    return Reshape.apply(input, shape=shape[:axis] + (1,) + shape[axis:])
 
 
 def squeeze(input: Tensor, dim: int | Sequence[int] | None = None) -> Tensor:
     """``input`` without axes of size 1 (only those among ``dim``, when given, as PyTorch)."""
+    shape = input.shape
+    n = len(shape)
+    if type(dim) is int and -n <= dim < n:
+        axis = dim % n
+        if shape[axis] != 1:
+            return input
+        return Reshape.apply(input, shape=shape[:axis] + shape[axis + 1:])
     if dim is None:
-        axes = {i for i, n in enumerate(input.shape) if n == 1}
+        axes = {i for i, size in enumerate(shape) if size == 1}
     else:
         dims = dim if isinstance(dim, (tuple, list)) else (dim,)
-        axes = {normalize_dim("squeeze", d, input.ndim) for d in dims}
-        axes = {a for a in axes if a < input.ndim and input.shape[a] == 1}
-    shape = tuple(n for i, n in enumerate(input.shape) if i not in axes)
-    return input if shape == input.shape else Reshape.apply(input, shape=shape)
+        axes = {normalize_dim("squeeze", d, n) for d in dims}
+        axes = {a for a in axes if a < n and shape[a] == 1}
+    squeezed = tuple(size for i, size in enumerate(shape) if i not in axes)
+    return input if squeezed == shape else Reshape.apply(input, shape=squeezed)
 
 
 def flatten(input: Tensor, start_dim: int = 0, end_dim: int = -1) -> Tensor:
@@ -235,7 +306,9 @@ def unflatten(input: Tensor, dim: int, sizes: Sequence[int]) -> Tensor:
 
 def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
     """``input`` broadcast to ``sizes`` without copying; ``-1`` keeps a dim."""
-    target = shape_arg("expand", sizes, required=True)
+    target = _plain_sizes(sizes) if sizes else None
+    if target is None:
+        target = shape_arg("expand", sizes, required=True)
     if len(target) < input.ndim:
         raise ShapeError(
             f"expand: the number of sizes {target} ({len(target)}) must be at least the "
@@ -249,6 +322,9 @@ def expand(input: Tensor, *sizes: int | Sequence[int]) -> Tensor:
             if own is None:
                 raise ShapeError(f"expand: -1 is not allowed for the new leading dim {i}")
             n = own
+        if n < 0:
+            raise ShapeError(f"expand: invalid size {n} for dim {i} (sizes must be >= 0, or "
+                             "-1 to keep a dim)")
         if own is not None and own != 1 and own != n:
             raise ShapeError(
                 f"expand: the tensor of shape {input.shape} cannot be expanded to {target}: "
