@@ -23,8 +23,8 @@ from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["CheckpointError", "Global", "GlobalRef", "Persistent", "PickleWriter", "Reduce",
-           "RefusedError", "RestrictedUnpickler"]
+__all__ = ["CheckpointError", "Global", "GlobalRef", "PassThrough", "Persistent", "PickleWriter",
+           "Reduce", "RefusedError", "RestrictedUnpickler"]
 
 
 class CheckpointError(ValueError):
@@ -33,6 +33,15 @@ class CheckpointError(ValueError):
 
 class RefusedError(pickle.UnpicklingError):
     """A pickle asked for something the restricted unpickler does not allow; nothing ran."""
+
+
+class PassThrough(Exception):  # noqa: N818  (a carrier, not an error of its own)
+    """Raised by a callback to have ``original`` leave :meth:`RestrictedUnpickler.load` as it
+    is, instead of being reported as a corrupt pickle (errors of a user's ``map_location``)."""
+
+    def __init__(self, original: BaseException) -> None:
+        super().__init__(str(original))
+        self.original = original
 
 
 class Global:
@@ -105,6 +114,8 @@ class RestrictedUnpickler:
             return self._run()
         except (CheckpointError, RefusedError):
             raise
+        except PassThrough as carrier:
+            raise carrier.original from None
         except (IndexError, KeyError, TypeError, ValueError, AttributeError, OverflowError,
                 RecursionError, struct.error, UnicodeError, EOFError) as err:
             raise CheckpointError(f"{self.where}: the pickle is corrupt ({type(err).__name__}: "

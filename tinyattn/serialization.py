@@ -73,6 +73,7 @@ from .restricted_pickle import (
     CheckpointError,
     Global,
     GlobalRef,
+    PassThrough,
     Persistent,
     PickleWriter,
     Reduce,
@@ -378,7 +379,10 @@ class _TorchArchive:
             return storage
         raw = self._record_array(f"data/{key}", numel * _ITEMSIZE[dtype])
         storage = _LoadedStorage(raw, dtype, location, self.byteorder)
-        _place(self.map_location, storage, where)
+        try:
+            _place(self.map_location, storage, where)
+        except Exception as err:  # the caller's map_location: its errors reach the caller
+            raise PassThrough(err) from None
         self.storages[key] = storage
         return storage
 
