@@ -270,6 +270,8 @@ def test_torch_saved_malicious_object_is_refused(tmp_path):
     (b"\x80\x02cbuiltins\neval\nX\x04\x00\x00\x001+1;\x85R.", "refused the global builtins.eval"),
     (b"\x80\x02ctorch\nfloat32\n)R.", "not a function it may call"),
     (b"\x80\x02}}b.", "sets the state of a dict"),
+    (b"\x80\x02ccollections\nOrderedDict\n)R}X\x0d\x00\x00\x00__reduce_ex__K\x01sb.",
+     "sets the state of a OrderedDict"),
     (b"(S'touch MARKER'\nios\nsystem\n.", "INST"),
     (b"\x80\x02]X\x01\x00\x00\x00aX\x01\x00\x00\x00bs.", "may only fill a dict"),
 ])

@@ -388,11 +388,12 @@ class _TorchArchive:
 
     def build(self, obj: Any, state: Any) -> None:
         if type(obj) in (OrderedDict, Counter) and isinstance(state, dict) and all(
-                isinstance(key, str) for key in state):
-            obj.__dict__.update(state)
+                isinstance(key, str) and not key.startswith("__") for key in state):
+            obj.__dict__.update(state)  # PyTorch's state dicts carry ``_metadata`` this way
             return
         raise RefusedError(f"load: {self.name}: the pickle sets the state of a "
-                           f"{type(obj).__name__}; only an OrderedDict's attributes may be set")
+                           f"{type(obj).__name__} to {type(state).__name__}; only plain "
+                           "attributes of an OrderedDict may be set")
 
     def find_global(self, module: str, name: str) -> Any:
         path = f"{module}.{name}"
