@@ -264,7 +264,7 @@ def test_state_dict_has_torch_structure_and_is_a_snapshot():
     assert [g["params"] for g in saved["param_groups"]] == [[0], [1, 2]]
     assert saved["param_groups"][1]["lr"] == 0.5
     assert sorted(saved["state"]) == [0, 1, 2] and saved["state"][2]["step"] == 1
-    exp_avg = saved["state"][0]["exp_avg"].copy()
+    exp_avg = saved["state"][0]["exp_avg"].clone()
     run(opt, params, gradient_sequence(params, 1, seed=24))
     np.testing.assert_array_equal(saved["state"][0]["exp_avg"], exp_avg)
 

@@ -155,7 +155,7 @@ from .ops import (
     where,
 )
 from .printing import set_printoptions
-from .random import manual_seed, seed
+from .random import Generator, manual_seed, seed
 from .serialization import load, save
 from .tensor import Size, Tensor
 
@@ -183,7 +183,8 @@ __all__ = [
     "concat", "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "dot",
     "double", "dtypes", "e", "empty", "empty_like", "enable_grad", "eq", "equal", "erf", "exp",
     "eye", "F", "flatten", "flip", "float", "float32", "float64", "from_numpy", "full",
-    "full_like", "functional", "gather", "get_default_dtype", "get_num_threads", "gradcheck",
+    "full_like", "functional", "gather", "Generator", "get_default_dtype", "get_num_threads",
+    "gradcheck",
     "GradcheckError", "gradgradcheck", "index_select", "inf", "inference_mode", "inspect", "int",
     "int16", "int32", "int64", "int8", "is_floating_point", "is_grad_enabled", "isclose",
     "isfinite", "isinf", "isnan", "linspace", "load", "log", "log_softmax", "logical_and",

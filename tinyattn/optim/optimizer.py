@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from ..autograd import enable_grad, no_grad
-from ..tensor import Tensor
+from ..tensor import Tensor, from_numpy
 
 
 class Optimizer:
@@ -181,8 +181,11 @@ class Optimizer:
     def state_dict(self) -> dict[str, Any]:
         """``{"state": {index: {name: value}}, "param_groups": [{..., "params": [index]}]}``.
 
-        Parameters are numbered 0, 1, ... in group order, as in PyTorch. The arrays are copies,
-        so the result is a snapshot that later steps do not change.
+        Parameters are numbered 0, 1, ... in group order, as in PyTorch. Per-parameter buffers
+        are tensors (copies, so the result is a snapshot that later steps do not change) and
+        counters such as ``"step"`` Python ints, which ``torch.optim`` optimizers accept too;
+        the layout and key names are PyTorch's, so ``ta.save`` writes a file that
+        ``torch.optim``'s ``load_state_dict`` takes after ``torch.load``.
         """
         index: dict[int, int] = {}
         groups = []
@@ -194,7 +197,7 @@ class Optimizer:
         for param, param_state in self.state.items():
             if id(param) in index and param_state:
                 state[index[id(param)]] = {
-                    key: value.copy() if isinstance(value, np.ndarray) else value
+                    key: from_numpy(value.copy()) if isinstance(value, np.ndarray) else value
                     for key, value in param_state.items()
                 }
         return {"state": dict(sorted(state.items())), "param_groups": groups}
@@ -205,7 +208,10 @@ class Optimizer:
         The state dict must have as many groups, each with as many parameters, as this
         optimizer; every state array must match its parameter's shape (it is copied and cast
         to the parameter's dtype). Options missing from a saved group (one saved before the
-        option existed) take the optimizer's defaults, as PyTorch does.
+        option existed) take the optimizer's defaults, as PyTorch does. A state dict written by
+        ``torch.optim`` (after ``ta.load``) is accepted: its buffers are tensors, its ``"step"``
+        a 0-d float tensor holding a whole number; a group with ``capturable`` or
+        ``differentiable`` set is refused (tinyattn has neither).
         """
         name = f"{type(self).__name__}.load_state_dict"
         if not isinstance(state_dict, Mapping) or set(state_dict) != {"state", "param_groups"}:
@@ -250,6 +256,9 @@ class Optimizer:
         if not isinstance(saved, Mapping) or "params" not in saved:
             return [f"group {number}: expected a dict with a 'params' entry, got {saved!r}"]
         problems = []
+        for option in ("capturable", "differentiable"):
+            if saved.get(option):
+                problems.append(f"group {number}: {option}=True is not supported by tinyattn")
         indices = list(saved["params"])
         if len(indices) != len(own["params"]):
             problems.append(f"group {number}: {len(indices)} parameters in the state dict, "
@@ -281,16 +290,29 @@ class Optimizer:
         restored: dict[str, Any] = {}
         problems = []
         for key in counters:
-            value = param_state[key]
+            value = _counter(param_state[key])
             if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
                 problems.append(f"{where}['{key}']: expected an int >= 0, got {value!r}")
             else:
                 restored[key] = int(value)
         for key in arrays:
-            array = np.asarray(param_state[key])
+            value = param_state[key]
+            array = value.numpy() if isinstance(value, Tensor) else np.asarray(value)
             if array.dtype.kind not in "fiu" or array.shape != param.shape:
                 problems.append(f"{where}['{key}']: expected a float array of shape "
                                 f"{param.shape}, got {array.dtype} {array.shape}")
             else:
                 restored[key] = np.array(array, dtype=param.dtype, order="C", copy=True)
         return restored, problems
+
+
+def _counter(value: Any) -> Any:
+    """A saved counter as an int when it holds a whole number: PyTorch saves ``"step"`` as a
+    0-d float tensor; anything else comes back unchanged, for the caller to refuse."""
+    if isinstance(value, Tensor) and value.numel() == 1:
+        value = value.item()
+    elif isinstance(value, np.ndarray) and value.size == 1:
+        value = value.item()
+    if isinstance(value, (float, np.floating)) and float(value).is_integer():
+        return int(value)
+    return value

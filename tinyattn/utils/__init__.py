@@ -1,4 +1,5 @@
-"""``ta.utils``: ``ta.utils.data`` (``Dataset``, ``TensorDataset``, ``DataLoader``)."""
+"""``ta.utils``: ``ta.utils.data`` (datasets, samplers, ``DataLoader``), laid out as
+``torch.utils.data``."""
 
 from . import data
 
