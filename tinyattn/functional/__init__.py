@@ -8,6 +8,7 @@ from .dropout import dropout
 from .linear import linear
 from .loss import cross_entropy, mse_loss, nll_loss
 from .normalization import layer_norm
+from .normalize import normalize
 from .padding import pad
 from .positional import alibi_bias, alibi_slopes
 from .rms_norm import rms_norm
@@ -25,6 +26,6 @@ def __getattr__(name: str) -> object:
 __all__ = [
     "AttentionPath", "alibi_bias", "alibi_slopes", "choose_path", "cross_entropy", "dropout",
     "embedding", "gelu", "layer_norm", "linear", "log_softmax", "mse_loss", "nll_loss",
-    "one_hot", "pad", "relu", "rms_norm", "scaled_dot_product_attention", "sigmoid", "silu",
-    "softmax", "tanh",
+    "normalize", "one_hot", "pad", "relu", "rms_norm", "scaled_dot_product_attention",
+    "sigmoid", "silu", "softmax", "tanh",
 ]
