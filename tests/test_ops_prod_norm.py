@@ -36,9 +36,10 @@ def _arr(*shape, low=-1.5, high=1.5):
 
 
 def _away_from_zero(*shape):
-    """Values in ±[0.3, 1.5], all of different sizes (no ties of |x|)."""
+    """Values in ±[0.3, 1.5] drawn at random: no ties of |x|, nor of sums of |x| (a grid of
+    magnitudes would tie sums, where a maximum's gradient jumps)."""
     size = int(np.prod(shape))
-    magnitudes = RNG.permutation(np.linspace(0.3, 1.5, size))
+    magnitudes = RNG.uniform(0.3, 1.5, size)
     return (magnitudes * RNG.choice([-1.0, 1.0], size)).reshape(shape)
 
 
@@ -54,6 +55,7 @@ ONE_ZERO = _with_zeros(X, (0, 1))  # row 0 and column 1 have one zero
 TWO_ZEROS = _with_zeros(X, (1, 0), (1, 2), (0, 3))  # row 1 has two zeros
 ZERO_ROW = _with_zeros(X, (2, 0), (2, 1), (2, 2), (2, 3))
 CUBE = _with_zeros(_away_from_zero(2, 3, 4), (0, 1, 2), (1, 0, 0), (1, 2, 0))
+ONE_PER_ROW = _with_zeros(_away_from_zero(2, 3, 4), (0, 0, 1), (0, 1, 3), (1, 2, 2))
 
 # name -> (function of (module, *tensors), input arrays). ``module`` is tinyattn or torch, so
 # that one expression runs on both. Every case is smooth at its inputs (zeros only where the
@@ -69,6 +71,9 @@ CASES = {
     "prod-dim-1-times-input": (lambda m, a: m.prod(a, -1).unsqueeze(-1) * a, [TWO_ZEROS]),
     "prod-3d-dim1-zeros": (lambda m, a: m.prod(a, 1), [CUBE]),
     "prod-3d-dim0-zeros": (lambda m, a: a.prod(0) * a.sum(0), [CUBE]),
+    "prod-3d-one-zero-per-row": (lambda m, a: a.prod(-1).unsqueeze(-1) * a, [ONE_PER_ROW]),
+    "prod-3d-one-zero-per-column-keepdim": (lambda m, a: a.prod(1, keepdim=True) ** 2,
+                                            [ONE_PER_ROW]),
     "prod-0d": (lambda m, a: m.prod(a) * a, [np.array(-1.3)]),
     "prod-size-one-dim": (lambda m, a: a.prod(1) ** 2, [X[:, :1]]),
     "norm-fro": (lambda m, a: m.norm(a), [X]),
@@ -349,23 +354,24 @@ def _products_of_the_others(array, dim):
 
 @pytest.mark.parametrize("array, dim", [(ONE_ZERO, None), (ONE_ZERO, 0), (TWO_ZEROS, 1),
                                         (TWO_ZEROS, None), (CUBE, 1), (CUBE, 2), (ZERO_ROW, 1),
-                                        (X, 0)])
+                                        (ONE_PER_ROW, 2), (ONE_PER_ROW, 0), (X, 0)])
 def test_the_first_order_fast_path_of_prod_equals_the_rule(array, dim, monkeypatch):
-    """With zeros, a plain backward takes the fast path and a recorded one the rule (products
-    of the others): both give the gradient, ``v ⊙ Π_{j≠i} x_j``."""
+    """With zeros, a plain backward takes the fast path and a recorded one the rule (the
+    products of the others, multiplied out where a slice has two zeros): all give the gradient
+    ``v ⊙ Π_{j≠i} x_j``."""
     calls = []
     rule = reduce_ops._products_of_others
     monkeypatch.setattr(reduce_ops, "_products_of_others",
                         lambda *args: calls.append(args) or rule(*args))
     v = np.random.default_rng(3).standard_normal(np.prod(array, axis=dim, keepdims=True).shape)
     expected = v * _products_of_the_others(array, dim)
-    has_zero = bool((array == 0).any())
+    two_zeros = bool(((array == 0).sum(axis=dim) >= 2).any())
     for create_graph in (False, True):
         x = ta.tensor(array, requires_grad=True)
         (g,) = ta.autograd.grad(ta.prod(x, dim, keepdim=True), x, ta.tensor(v),
                                 create_graph=create_graph)
         np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12, atol=1e-15)
-        assert len(calls) == (create_graph and has_zero)  # the rule only for a recorded graph
+        assert len(calls) == (create_graph and two_zeros)  # only a recorded graph multiplies out
 
 
 def test_the_fast_path_of_prod_is_first_order_only():

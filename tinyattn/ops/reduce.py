@@ -174,14 +174,21 @@ class Prod(Function):
         zero = x == 0
         if not zero.numpy().any():
             return grad * (y / x)
+        zeros = zero.sum(dim=axes, keepdim=True)
         if not is_grad_enabled():
             # Fast path (first order only): the product of a slice's non-zero elements goes to
             # its only zero. Its derivative is not the second derivative of prod at a zero, so
             # a recorded backward takes the rule below.
-            zeros = zero.sum(dim=axes, keepdim=True)
             nonzero_product = _prod_over(where(zero, 1.0, x), axes, keepdim=True)
             others = where(zeros == 0, y / x, where(zero & (zeros == 1), nonzero_product, 0.0))
             return grad * others
+        if zeros.numpy().max() <= 1:
+            # At most one zero per slice: x = v ⊙ w with v the slice with its zero replaced by
+            # 1 and w that zero alone (1 elsewhere), so Π_{j≠i} x_j = (Π v / v_i) · Π_{j≠i} w_j
+            # exactly, with no division by a zero (Π_{j≠i} w_j is 1 at the zero, Π w elsewhere).
+            v, w = where(zero, 1.0, x), where(zero, x, 1.0)
+            nonzero_others = _prod_over(v, axes, keepdim=True) / v
+            return grad * nonzero_others * where(zero, 1.0, _prod_over(w, axes, keepdim=True))
         return grad * _products_of_others(x, axes)
 
     @staticmethod
@@ -193,7 +200,8 @@ def _products_of_others(x: Tensor, axes: tuple[int, ...]) -> Tensor:
     """``Π_{j≠i} x_j`` over the reduced ``axes`` for every element ``i``, as a polynomial in
     ``x`` (no division), so that it is differentiable at zeros: each slice of ``n`` elements
     becomes ``n`` rows, row ``i`` the slice with ``x_i`` replaced by 1, and each row is
-    multiplied out (``O(n²)`` memory: only a recorded backward with zeros takes it)."""
+    multiplied out (``O(n²)`` memory: only a recorded backward of a slice with two zeros or
+    more takes it, as PyTorch's double backward of ``cumprod`` does)."""
     kept = [i for i in range(x.ndim) if i not in axes]
     order = kept + list(axes)
     moved = x.permute(order) if order != list(range(x.ndim)) else x
