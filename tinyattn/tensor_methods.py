@@ -554,6 +554,14 @@ class TensorMethods:
         """In place: writes ``triu(self, ...)`` into this tensor and returns it."""
         return self._in_place("triu_", _ops.triu, diagonal)
 
+    def prod(self, dim=None, keepdim=False, dtype=None):
+        """The product of all elements, or along ``dim``: :func:`tinyattn.prod`."""
+        return _ops.prod(self, dim, keepdim, dtype)
+
+    def norm(self, p="fro", dim=None, keepdim=False, dtype=None):
+        """The ``p``-norm (Frobenius by default) over ``dim``: :func:`tinyattn.norm`."""
+        return _ops.norm(self, p, dim, keepdim, dtype=dtype)
+
     def expm1(self):
         """``e^x − 1``: :func:`tinyattn.expm1`."""
         return _ops.expm1(self)

@@ -18,6 +18,7 @@ from .loss import (
     smooth_l1_loss,
 )
 from .normalization import layer_norm
+from .normalize import normalize
 from .padding import pad
 from .positional import alibi_bias, alibi_slopes
 from .rms_norm import rms_norm
@@ -36,6 +37,6 @@ __all__ = [
     "AttentionPath", "alibi_bias", "alibi_slopes", "binary_cross_entropy",
     "binary_cross_entropy_with_logits", "choose_path", "cross_entropy", "dropout", "embedding",
     "gelu", "huber_loss", "kl_div", "l1_loss", "layer_norm", "linear", "log_softmax",
-    "mse_loss", "nll_loss", "one_hot", "pad", "relu", "rms_norm",
+    "mse_loss", "nll_loss", "normalize", "one_hot", "pad", "relu", "rms_norm",
     "scaled_dot_product_attention", "sigmoid", "silu", "smooth_l1_loss", "softmax", "tanh",
 ]

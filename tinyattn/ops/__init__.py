@@ -9,7 +9,8 @@ file                   ops
 ``unary.py``           Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Abs, Sin, Cos, Erf,
                        Clamp, Cast
 ``compare.py``         comparisons, logic, Maximum (maximum/minimum)
-``reduce.py``          Sum, Mean, Var (std), Extremum (amax/amin, max/min)
+``reduce.py``          Sum, Mean, Var (std), Prod, Extremum (amax/amin, max/min),
+                       LogSumExp, CumSum, Norm (norm, vector and matrix norms)
 ``shape.py``           Reshape, Permute, Expand, Tile (repeat), Copy (clone/contiguous)
 ``index.py``           GetItem, IndexScatter, IndexPut (setitem), Cat, Stack, Scatter
                        (scatter/scatter_add), IndexFill, Sort (sort/argsort, topk)
@@ -77,6 +78,8 @@ from .reduce import (
     max,
     mean,
     min,
+    norm,
+    prod,
     std,
     sum,
     var,
@@ -135,8 +138,9 @@ __all__ = [
     "floor_divide", "gather", "ge", "getitem", "gt", "index_put", "index_select", "isclose",
     "isfinite", "isinf", "isnan", "le", "log", "log1p", "log_softmax", "logical_and",
     "logical_not", "logical_op", "logical_or", "logsumexp", "lt", "masked_fill", "matmul",
-    "max", "maximum", "mean", "min", "minimum", "mm", "movedim", "mul", "ne", "neg", "permute",
-    "pow", "reciprocal", "relu", "remainder", "repeat", "repeat_interleave", "reshape",
+    "max", "maximum", "mean", "min", "minimum", "mm", "movedim", "mul", "ne", "neg", "norm",
+    "permute", "pow", "prod", "reciprocal", "relu", "remainder", "repeat", "repeat_interleave",
+    "reshape",
     "round", "rsqrt", "setitem", "sigmoid", "sign", "sin", "softmax", "split", "sqrt",
     "square", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril",
     "triu", "trunc", "unbind", "unflatten", "unsqueeze", "var", "view", "where",

@@ -13,8 +13,9 @@ from typing import Any
 import numpy as np
 
 from ..autograd import Context, Function
-from ..tensor import Tensor, check_tensor
+from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import broadcast_shapes
+from .notation import operand, summed_to_input
 from .operands import operands
 
 
@@ -74,42 +75,41 @@ def logical_or(input: Tensor, other: Tensor) -> Tensor:
 
 
 class Maximum(Function):
-    """``y = max(a, b)``; ``da = g`` where ``a > b``, ``g/2`` where equal, else 0 (``db`` alike)."""
+    """``y = max(a, b)`` (``min`` when not ``largest``); ``da = g`` where ``a`` wins, ``g/2``
+    where ``a = b``, 0 where it loses (``db`` alike). NaN loses to nothing: both sides of a NaN
+    comparison get the whole gradient, as in PyTorch."""
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, largest: bool) -> np.ndarray:
-        ctx.save_for_backward(a, b, largest)
-        return np.maximum(a, b) if largest else np.minimum(a, b)
+    def forward(ctx: Context, a: Tensor, b: Tensor, *, largest: bool) -> Tensor:
+        ctx.save_for_backward(a, b)
+        x, y = a.numpy(), b.numpy()
+        return from_numpy(np.maximum(x, y) if largest else np.minimum(x, y))
 
     @staticmethod
-    def _shares(ctx: Context) -> tuple[np.ndarray, np.ndarray]:
-        """Each input's share of the gradient: 1 unless it lost, ½ on ties (NaN loses to
-        nothing, so both sides of a NaN comparison keep the whole gradient, as in PyTorch)."""
-        a, b, largest = ctx.saved
-        ties = a == b
-        a_loses, b_loses = (a < b, b < a) if largest else (a > b, b > a)
-        return (np.where(ties, 0.5, np.where(a_loses, 0.0, 1.0)),
-                np.where(ties, 0.5, np.where(b_loses, 0.0, 1.0)))
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        from .masking import where
+
+        a, b = ctx.saved_tensors
+        need_a, need_b = ctx.needs_input_grad
+        largest = ctx.kwargs["largest"]
+        shared = where(a == b, grad / 2, grad)
+        da = where(a < b if largest else a > b, 0.0, shared) if need_a else None
+        db = where(b < a if largest else b > a, 0.0, shared) if need_b else None
+        return da, db
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        share_a, share_b = Maximum._shares(ctx)
-        zero = np.zeros((), grad.dtype)
-        return (np.where(share_a > 0, grad * share_a.astype(grad.dtype), zero),
-                np.where(share_b > 0, grad * share_b.astype(grad.dtype), zero))
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
-        share_a, share_b = Maximum._shares(ctx)
-        return (grad * Tensor(share_a.astype(grad.dtype)),
-                grad * Tensor(share_b.astype(grad.dtype)))
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        wins = ">" if node.kwargs["largest"] else "<"
+        mine, other = x[slot], x[1 - slot]
+        return summed_to_input(node, slot, f"{operand(g)} ⊙ ([{mine} {wins} {other}] + "
+                                           f"½ [{mine} = {other}])")
 
 
 def _extreme(op: str, input: Any, other: Any, largest: bool) -> Tensor:
     a, b = operands(op, input, other)
     broadcast_shapes(op, a.shape, b.shape)
     if a.dtype.kind in "iub":
-        return Tensor(np.maximum(a.numpy(), b.numpy()) if largest else np.minimum(a.numpy(), b.numpy()))
+        return Tensor((np.maximum if largest else np.minimum)(a.numpy(), b.numpy()))
     return Maximum.apply(a, b, largest=largest)
 
 

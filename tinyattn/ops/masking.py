@@ -13,77 +13,108 @@ import numpy as np
 
 from ..autograd import Context, Function
 from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor, check_tensor
+from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_int
+from .notation import operand, summed_to_input
 from .operands import operands
 
 
 class Where(Function):
-    """``y = cond ? a : b``; ``da = cond ? g : 0``, ``db = cond ? 0 : g``."""
+    """``y = cond ? a : b`` (the three broadcast together); ``da = cond ? g : 0``,
+    ``db = cond ? 0 : g`` (each summed back to its input's shape)."""
+
+    keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, a: np.ndarray, b: np.ndarray, cond: np.ndarray) -> np.ndarray:
+    def forward(ctx: Context, a: Tensor, b: Tensor, cond: Tensor) -> Tensor:
         ctx.save_for_backward(cond)
-        return np.where(cond, a, b)
+        return from_numpy(np.where(cond.numpy(), a.numpy(), b.numpy()))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        (cond,) = ctx.saved
-        zero = np.zeros((), dtype=grad.dtype)
-        return np.where(cond, grad, zero), np.where(cond, zero, grad)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
+        (cond,) = ctx.saved_tensors
+        need_a, need_b, _ = ctx.needs_input_grad
+        return (where(cond, grad, 0.0) if need_a else None,
+                where(cond, 0.0, grad) if need_b else None, None)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
-        (cond,) = ctx.saved
-        mask = Tensor(cond)
-        return where(mask, grad, 0.0), where(mask, 0.0, grad)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return summed_to_input(node, slot, f"{operand(g)} ⊙ [{'' if slot == 0 else '¬'}cond]")
 
 
 class MaskedFill(Function):
     """``y = mask ? value : x``; ``dx = mask ? 0 : g`` (filled positions get no gradient)."""
 
+    keeps_inputs = False
+
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, mask: np.ndarray, value: Any) -> np.ndarray:
+    def forward(ctx: Context, x: Tensor, mask: Tensor, *, value: Any) -> Tensor:
         ctx.save_for_backward(mask)
-        return np.where(mask, np.asarray(value).astype(x.dtype), x)
+        array = x.numpy()
+        return from_numpy(np.where(mask.numpy(), np.asarray(value).astype(array.dtype), array))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (mask,) = ctx.saved
-        return (np.where(mask, np.zeros((), dtype=grad.dtype), grad),)
+    def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:
+        (mask,) = ctx.saved_tensors
+        return where(mask, 0.0, grad), None
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        return (where(Tensor(ctx.saved[0]), 0.0, grad),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"{operand(g)} ⊙ ¬M"
 
 
 class Triangle(Function):
-    """``y = triu(x, k)`` or ``tril(x, k)``; ``dx`` = the same triangle of ``g``."""
+    """``y = triu(x, k)`` or ``tril(x, k)`` (of the last two dims); ``dx`` = the same triangle
+    of ``g``."""
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, upper: bool, diagonal: int) -> np.ndarray:
-        ctx.save_for_backward(upper, diagonal)
-        return np.triu(x, diagonal) if upper else np.tril(x, diagonal)
+    def forward(ctx: Context, x: Tensor, *, upper: bool, diagonal: int) -> Tensor:
+        array = x.numpy()
+        return from_numpy(np.triu(array, diagonal) if upper else np.tril(array, diagonal))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        upper, diagonal = ctx.saved
-        return (np.triu(grad, diagonal) if upper else np.tril(grad, diagonal),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return Triangle.apply(grad, **ctx.kwargs)
 
     @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        upper, diagonal = ctx.saved
-        return (Triangle.apply(grad, upper=upper, diagonal=diagonal),)
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        upper, diagonal = node.kwargs["upper"], node.kwargs["diagonal"]
+        return f"{'triu' if upper else 'tril'}({g}, {diagonal})"
 
 
-def _bool_mask(op: str, mask: Any) -> np.ndarray:
-    array = mask.numpy() if isinstance(mask, Tensor) else np.asarray(mask)
+def _bool_mask(op: str, mask: Any) -> Tensor:
+    """``mask`` (a tensor, array or nested list) as a bool tensor, else a DTypeError."""
+    if isinstance(mask, Tensor):
+        if mask.dtype != np.bool_:
+            raise DTypeError(f"{op}: the mask/condition must be a boolean tensor, got dtype "
+                             f"{mask.dtype}")
+        return mask
+    array = np.asarray(mask)
     if array.dtype != np.bool_:
         raise DTypeError(f"{op}: the mask/condition must be a boolean tensor, got dtype "
                            f"{array.dtype}")
-    return array
+    return Tensor(array)
+
+
+def _float_pair(input: Any, other: Any) -> tuple[Tensor, Tensor] | None:
+    """``(input, other)`` as tensors when they need no promotion: two float tensors of one
+    dtype, or a float tensor and a Python number (which takes its dtype); else None."""
+    if type(input) is Tensor:
+        dtype = input._data.dtype
+        if dtype.kind != "f":
+            return None
+        if type(other) is Tensor:
+            return (input, other) if other._data.dtype == dtype else None
+        if type(other) is float or type(other) is int:
+            return input, Tensor._from_op(np.asarray(other, dtype), None)
+        return None
+    if type(other) is Tensor and (type(input) is float or type(input) is int):
+        dtype = other._data.dtype
+        if dtype.kind == "f":
+            return Tensor._from_op(np.asarray(input, dtype), None), other
+    return None
 
 
 def where(condition: Any, input: Any = None, other: Any = None) -> Any:
@@ -91,19 +122,31 @@ def where(condition: Any, input: Any = None, other: Any = None) -> Any:
 
     ``where(condition)`` alone is ``nonzero(condition, as_tuple=True)``.
     """
+    if type(condition) is Tensor and condition._data.dtype == np.bool_:
+        pair = _float_pair(input, other)  # the common call (in backward rules): no promotion
+        if pair is not None:
+            a, b = pair
+            shape, shape_a, shape_b = condition._data.shape, a._data.shape, b._data.shape
+            if not ((shape_a == shape or not shape_a) and (shape_b == shape or not shape_b)):
+                broadcast_shapes("where", shape, shape_a, shape_b)
+            return Where.apply(a, b, condition)
     cond = _bool_mask("where", condition)
     if input is None and other is None:
-        return tuple(Tensor(i.astype(np.int64)) for i in np.nonzero(cond))
+        return tuple(Tensor(i.astype(np.int64)) for i in np.nonzero(cond.numpy()))
     a, b = operands("where", input, other)
     broadcast_shapes("where", cond.shape, a.shape, b.shape)
-    return Where.apply(a, b, cond=cond)
+    return Where.apply(a, b, cond)
 
 
 def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
     """``input`` with ``value`` written where ``mask`` is True (the two broadcast together; the
     in-place ``masked_fill_`` needs the result to keep the input's shape)."""
+    if type(input) is Tensor and type(mask) is Tensor and mask._data.dtype == np.bool_ and \
+            input._data.dtype.kind == "f" and (type(value) is float or type(value) is int) \
+            and mask._data.shape == input._data.shape:
+        return MaskedFill.apply(input, mask, value=value)  # the common call: nothing to check
     check_tensor("masked_fill", "input", input)
-    array = _bool_mask("masked_fill", mask)
+    mask = _bool_mask("masked_fill", mask)
     if isinstance(value, Tensor):
         if value.ndim:
             raise ShapeError(f"masked_fill: value must be a number or a 0-d tensor, got "
@@ -114,10 +157,10 @@ def masked_fill(input: Tensor, mask: Any, value: Any) -> Tensor:
                                         <= np.iinfo(input.dtype).max):
         raise ValueError(f"masked_fill: value {value} cannot be converted to {input.dtype} "
                          "without overflow")
-    shape = broadcast_shapes("masked_fill", input.shape, array.shape)
+    shape = broadcast_shapes("masked_fill", input.shape, mask.shape)
     if shape != input.shape:  # out of place, the mask may broadcast the input (PyTorch)
         input = input.expand(shape)
-    return MaskedFill.apply(input, mask=array, value=value)
+    return MaskedFill.apply(input, mask, value=value)
 
 
 def _triangle(op: str, x: Tensor, upper: bool, diagonal: int) -> Tensor:

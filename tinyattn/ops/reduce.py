@@ -1,4 +1,5 @@
-"""Reductions over one or more dims: sum, mean, var/std, amax/amin, max/min, argmax/argmin.
+"""Reductions over one or more dims: sum, mean, var/std, prod, amax/amin, max/min,
+argmax/argmin, logsumexp, cumsum and the vector and matrix norms.
 
 ``dim`` may be an int, a tuple of ints or None (all dims), and ``keepdim`` keeps the reduced
 axes with size 1, as in PyTorch. Gradients of a reduction are copied back along the reduced
@@ -9,30 +10,66 @@ axes; a maximum shares its gradient equally among ties (``amax``, ``max()``), ex
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import numpy as np
 
 from .. import dtypes
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError, ShapeError
-from ..tensor import Tensor, check_tensor
-from ..validation import normalize_dim, normalize_dims
+from ..tensor import Tensor, check_tensor, from_numpy
+from ..validation import is_int, is_number, normalize_dim, normalize_dims
+from . import unary
+from .masking import masked_fill, where
+from .notation import operand
 
 Dims = int | Sequence[int] | None
 
 
-def _expand_back(grad: Any, shape: tuple[int, ...], axes: tuple[int, ...], keepdim: bool) -> Any:
+def _kept_shape(shape: tuple[int, ...], axes: tuple[int, ...]) -> tuple[int, ...]:
+    """``shape`` with the reduced ``axes`` kept as size 1."""
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
+
+
+def _with_kept_axes(grad: Tensor, shape: tuple[int, ...], axes: tuple[int, ...],
+                    keepdim: bool) -> Tensor:
+    """``grad`` of a reduction with its reduced axes back as size 1 (when they were dropped)."""
+    return grad if keepdim else grad.reshape(_kept_shape(shape, axes))
+
+
+def _expand_back(grad: Tensor, shape: tuple[int, ...], axes: tuple[int, ...],
+                 keepdim: bool) -> Tensor:
     """Re-insert the reduced axes (when dropped) and broadcast ``grad`` to the input's shape."""
-    if not isinstance(grad, Tensor):
-        if not keepdim:
-            grad = np.expand_dims(grad, axes)
-        return np.broadcast_to(grad, shape)
-    if not keepdim:
-        kept = tuple(1 if i in axes else n for i, n in enumerate(shape))
-        grad = grad.reshape(kept)
+    if not keepdim and axes != tuple(range(len(axes))):  # leading axes: expand adds them
+        grad = grad.reshape(_kept_shape(shape, axes))
     return grad.expand(shape)
+
+
+def _normal_axes(dim: Any, ndim: int) -> tuple[int, ...] | None:
+    """``dim`` as axes when it is already normal (None, an int in range, or a strictly
+    increasing tuple of non-negative ints in range), else None: the common arguments skip the
+    general checks."""
+    if dim is None:
+        return tuple(range(ndim))
+    if type(dim) is int:
+        return (dim % ndim,) if -ndim <= dim < ndim else None
+    if type(dim) is tuple and dim:
+        previous = -1
+        for d in dim:
+            if type(d) is not int or d <= previous:
+                return None
+            previous = d
+        return dim if previous < ndim else None
+    return None
+
+
+def _reduced_count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
+    count = 1
+    for a in axes:
+        count *= shape[a]
+    return count
 
 
 class Sum(Function):
@@ -41,17 +78,18 @@ class Sum(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool,
-                dtype: np.dtype) -> np.ndarray:
-        ctx.save_for_backward(x.shape, axes, keepdim)
-        return np.asarray(x.sum(axis=axes, keepdims=keepdim, dtype=dtype))
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool,
+                dtype: np.dtype | None) -> Tensor:
+        return from_numpy(np.asarray(x.numpy().sum(axis=axes, keepdims=keepdim, dtype=dtype)))
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        shape, axes, keepdim = ctx.saved
-        return (_expand_back(grad, shape, axes, keepdim),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        options = ctx.kwargs
+        return _expand_back(grad, ctx.inputs[0].shape, options["axes"], options["keepdim"])
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"broadcast({g})"
 
 
 class Mean(Function):
@@ -60,50 +98,123 @@ class Mean(Function):
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool) -> np.ndarray:
-        count = int(np.prod([x.shape[a] for a in axes]))
-        ctx.save_for_backward(x.shape, axes, keepdim, count)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            return np.asarray(x.sum(axis=axes, keepdims=keepdim) / x.dtype.type(count)
-                              if count else np.full(_reduced_shape(x.shape, axes, keepdim),
-                                                    np.nan, x.dtype))
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool) -> Tensor:
+        array = x.numpy()
+        count = _reduced_count(array.shape, axes)
+        if not count:  # the mean of nothing is NaN, as in PyTorch
+            return from_numpy(np.full(_reduced_shape(array.shape, axes, keepdim), np.nan,
+                                      array.dtype))
+        total = array.sum(axis=axes, keepdims=keepdim)
+        return from_numpy(np.asarray(total / array.dtype.type(count)))
 
     @staticmethod
-    def backward(ctx: Context, grad: Any) -> tuple[Any]:
-        shape, axes, keepdim, count = ctx.saved
-        return (_expand_back(grad / (count or 1), shape, axes, keepdim),)
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        shape, axes = ctx.inputs[0].shape, ctx.kwargs["axes"]
+        count = _reduced_count(shape, axes)
+        if count > 1:
+            grad = grad / count
+        return _expand_back(grad, shape, axes, ctx.kwargs["keepdim"])
 
-    differentiable_backward = backward
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"broadcast({g}) / n"
 
 
 class Var(Function):
-    """``y = Σ (x − x̄)² / (N − correction)``; ``dx = g · 2 (x − x̄) / (N − correction)``."""
+    """``y = Σ_axes (x − x̄)² / (N − c)``; ``dx = 2 g ⊙ (x − x̄) / (N − c)`` (``c`` the
+    correction)."""
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool,
-                correction: float) -> np.ndarray:
-        count = int(np.prod([x.shape[a] for a in axes]))
-        dof = builtins.max(count - correction, 0)
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool,
+                correction: float) -> Tensor:
+        array = x.numpy()
+        dof = builtins.max(_reduced_count(array.shape, axes) - correction, 0)
         with np.errstate(divide="ignore", invalid="ignore"):
-            centered = x - x.mean(axis=axes, keepdims=True)
-            y = (centered * centered).sum(axis=axes, keepdims=keepdim) / x.dtype.type(dof)
-        ctx.save_for_backward(x, centered, dof, axes, keepdim)
-        return np.asarray(y, dtype=x.dtype)
+            centered = array - array.mean(axis=axes, keepdims=True)
+            y = (centered * centered).sum(axis=axes, keepdims=keepdim) / array.dtype.type(dof)
+        ctx.save_for_backward(x)
+        return from_numpy(np.asarray(y, dtype=array.dtype))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        _, centered, dof, axes, keepdim = ctx.saved
-        if not keepdim:
-            grad = np.expand_dims(grad, axes)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (grad * 2 * centered / grad.dtype.type(dof),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (x,) = ctx.inputs
-        _, _, dof, axes, keepdim = ctx.saved
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        (x,) = ctx.saved_tensors
+        axes, keepdim = ctx.kwargs["axes"], ctx.kwargs["keepdim"]
+        divisor = _reduced_count(x.shape, axes) - ctx.kwargs["correction"]
+        scale = 2.0 / divisor if divisor else math.inf  # 0 dof: inf · 0 = NaN, as PyTorch
         centered = x - x.mean(dim=axes, keepdim=True)
-        return (_expand_back(grad, x.shape, axes, keepdim) * 2 * centered / dof,)
+        return scale * _with_kept_axes(grad, x.shape, axes, keepdim) * centered
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"2 · broadcast({g}) ⊙ ({x[0]} − mean({x[0]})) / (n − c)"
+
+
+class Prod(Function):
+    """``y = Π_axes x``; ``dx_i = g ⊙ Π_{j≠i} x_j``: ``g ⊙ y / x`` where the slice has no
+    zero; at a slice's only zero the product of the others, 0 elsewhere in that slice; all 0
+    in a slice with two zeros (PyTorch's gradient)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool,
+                dtype: np.dtype | None) -> Tensor:
+        with np.errstate(over="ignore", invalid="ignore"):  # inf · 0 is NaN, as in PyTorch
+            y = np.prod(x.numpy(), axis=axes, keepdims=keepdim, dtype=dtype)
+        y = from_numpy(np.asarray(y))
+        ctx.save_for_backward(x, y)
+        return y
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        x, y = ctx.saved_tensors
+        axes, keepdim = ctx.kwargs["axes"], ctx.kwargs["keepdim"]
+        if not axes:  # nothing reduced: y = x
+            return grad
+        grad = _with_kept_axes(grad, x.shape, axes, keepdim)
+        y = _with_kept_axes(y, x.shape, axes, keepdim)
+        zero = x == 0
+        if not zero.numpy().any():
+            return grad * (y / x)
+        zeros = zero.sum(dim=axes, keepdim=True)
+        if not is_grad_enabled():
+            # Fast path (first order only): the product of a slice's non-zero elements goes to
+            # its only zero. Its derivative is not the second derivative of prod at a zero, so
+            # a recorded backward takes the rule below.
+            nonzero_product = _prod_over(where(zero, 1.0, x), axes, keepdim=True)
+            others = where(zeros == 0, y / x, where(zero & (zeros == 1), nonzero_product, 0.0))
+            return grad * others
+        if zeros.numpy().max() <= 1:
+            # At most one zero per slice: x = v ⊙ w with v the slice with its zero replaced by
+            # 1 and w that zero alone (1 elsewhere), so Π_{j≠i} x_j = (Π v / v_i) · Π_{j≠i} w_j
+            # exactly, with no division by a zero (Π_{j≠i} w_j is 1 at the zero, Π w elsewhere).
+            v, w = where(zero, 1.0, x), where(zero, x, 1.0)
+            nonzero_others = _prod_over(v, axes, keepdim=True) / v
+            return grad * nonzero_others * where(zero, 1.0, _prod_over(w, axes, keepdim=True))
+        return grad * _products_of_others(x, axes)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"broadcast({g}) ⊙ Π_(j≠i) {operand(x[0])}ⱼ"
+
+
+def _products_of_others(x: Tensor, axes: tuple[int, ...]) -> Tensor:
+    """``Π_{j≠i} x_j`` over the reduced ``axes`` for every element ``i``, as a polynomial in
+    ``x`` (no division), so that it is differentiable at zeros: each slice of ``n`` elements
+    becomes ``n`` rows, row ``i`` the slice with ``x_i`` replaced by 1, and each row is
+    multiplied out (``O(n²)`` memory: only a recorded backward of a slice with two zeros or
+    more takes it, as PyTorch's double backward of ``cumprod`` does)."""
+    kept = [i for i in range(x.ndim) if i not in axes]
+    order = kept + list(axes)
+    moved = x.permute(order) if order != list(range(x.ndim)) else x
+    n = _reduced_count(x.shape, axes)
+    rows = moved.reshape(*[x.shape[i] for i in kept], 1, n)
+    others = _prod_over(where(Tensor(np.eye(n, dtype=bool)), 1.0, rows), (rows.ndim - 1,))
+    others = others.reshape(moved.shape)
+    return others.permute(np.argsort(order).tolist()) if moved is not x else others
+
+
+def _prod_over(input: Tensor, axes: tuple[int, ...], keepdim: bool = False) -> Tensor:
+    """The product of a float tensor over normalised ``axes`` (the op behind :func:`prod`)."""
+    return Prod.apply(input, axes=axes, keepdim=keepdim, dtype=None)
 
 
 class Extremum(Function):
@@ -115,33 +226,146 @@ class Extremum(Function):
     """
 
     @staticmethod
-    def forward(ctx: Context, x: np.ndarray, axes: tuple[int, ...], keepdim: bool,
-                largest: bool, nan_hits: bool) -> np.ndarray:
-        reduce = np.max if largest else np.min
-        y = np.asarray(reduce(x, axis=axes, keepdims=True))
-        hit = x == y
-        if nan_hits:
-            hit |= np.isnan(x) & np.isnan(y)
-        ctx.save_for_backward(hit, hit.sum(axis=axes, keepdims=True), axes, keepdim)
-        return y if keepdim else np.squeeze(y, axis=axes)
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool, largest: bool,
+                nan_hits: bool) -> Tensor:
+        array = x.numpy()
+        y = np.asarray((np.max if largest else np.min)(array, axis=axes, keepdims=True))
+        if ctx.needs_input_grad[0]:
+            hit = array == y
+            if nan_hits:
+                hit |= np.isnan(array) & np.isnan(y)
+            ties = hit.sum(axis=axes, keepdims=True)
+            none = ties == 0  # a NaN under amax: the whole row's gradient is NaN
+            hit |= none
+            ctx.save_for_backward(from_numpy(hit), from_numpy(
+                np.where(none, np.nan, ties).astype(array.dtype)))
+        return from_numpy(y if keepdim else np.squeeze(y, axis=axes))
 
     @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        hit, ties, axes, keepdim = ctx.saved
-        if not keepdim:
-            grad = np.expand_dims(grad, axes)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            shared = np.where(ties == 0, np.nan, grad / ties).astype(grad.dtype, copy=False)
-        return (np.where(hit | (ties == 0), shared, np.zeros((), grad.dtype)),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        from .masking import where
-
-        hit, ties, axes, keepdim = ctx.saved
-        if not keepdim:
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        hit, ties = ctx.saved_tensors
+        if not ctx.kwargs["keepdim"]:
             grad = grad.reshape(ties.shape)
-        return (where(Tensor(hit), grad / Tensor(ties.astype(grad.dtype)), 0.0),)
+        return where(hit, grad / ties, 0.0)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"broadcast({g}) ⊙ [{x[0]} = {out}] / ties"
+
+
+class LogSumExp(Function):
+    """``y = log Σ_axes eˣ`` (as ``m + log Σ e^(x − m)``, ``m`` the maximum, so nothing
+    overflows); ``dx = g ⊙ e^(x − y)`` (the softmax)."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool) -> Tensor:
+        array = x.numpy()
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if any(array.shape[a] == 0 for a in axes) or array.size == 0:
+                y = np.log(np.exp(array).sum(axis=axes, keepdims=keepdim))  # log 0 = −inf
+            else:
+                shift = np.max(array, axis=axes, keepdims=True)
+                shift = np.where(np.isfinite(shift), shift, np.zeros((), array.dtype))
+                y = np.log(np.exp(array - shift).sum(axis=axes, keepdims=True)) + shift
+                if not keepdim:
+                    y = np.squeeze(y, axis=axes)
+        out = from_numpy(np.asarray(y, dtype=array.dtype))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        x, y = ctx.saved_tensors
+        axes, keepdim = ctx.kwargs["axes"], ctx.kwargs["keepdim"]
+        grad = _with_kept_axes(grad, x.shape, axes, keepdim)
+        return grad * unary.exp(x - _with_kept_axes(y, x.shape, axes, keepdim))
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"broadcast({g}) ⊙ e^({x[0]} − {out})"
+
+
+class CumSum(Function):
+    """``y_i = Σ_{j ≤ i} x_j`` along ``dim``; ``dx_j = Σ_{i ≥ j} g_i`` (a reversed cumsum)."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, dim: int) -> Tensor:
+        array = x.numpy()
+        return from_numpy(np.cumsum(array, axis=dim,
+                                    dtype=array.dtype if array.dtype.kind == "f" else np.int64))
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        dim = ctx.kwargs["dim"]
+        return cumsum(grad.flip(dim), dim).flip(dim)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"flip(cumsum(flip({g})))"
+
+
+class Norm(Function):
+    """The vector ``p``-norm over ``axes``: ``y = (Σ |x|ᵖ)^(1/p)`` (``max |x|`` for ``p = ∞``,
+    ``min |x|`` for ``−∞``, the count of non-zeros for 0); ``dx = g ⊙ sign(x) |x|^(p−1) /
+    y^(p−1)`` (``g ⊙ x / y`` for ``p = 2``, 0 where ``y = 0``; ``g ⊙ sign(x)`` for 1; shared by
+    the maxima for ``±∞``; none for ``p = 0``), PyTorch's subgradient."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, ord: float, axes: tuple[int, ...],
+                keepdim: bool) -> Tensor:
+        array = x.numpy()
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            if ord == 2:
+                y = np.sqrt((array * array).sum(axis=axes, keepdims=keepdim))
+            elif ord == 1:
+                y = np.abs(array).sum(axis=axes, keepdims=keepdim)
+            elif ord == 0:
+                y = (array != 0).sum(axis=axes, keepdims=keepdim, dtype=array.dtype)
+            elif math.isinf(ord):
+                y = (np.max if ord > 0 else np.min)(np.abs(array), axis=axes, keepdims=keepdim)
+            else:
+                y = (np.abs(array) ** ord).sum(axis=axes, keepdims=keepdim) ** (1.0 / ord)
+        out = from_numpy(np.asarray(y, dtype=array.dtype))
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor | None:
+        x, y = ctx.saved_tensors
+        p, axes, keepdim = ctx.kwargs["ord"], ctx.kwargs["axes"], ctx.kwargs["keepdim"]
+        if p == 0:  # piecewise constant: no gradient at all, as in PyTorch
+            return None
+        grad = _with_kept_axes(grad, x.shape, axes, keepdim)
+        if p == 1:
+            return unary.sign(x) * grad
+        y = _with_kept_axes(y, x.shape, axes, keepdim)
+        if p == 2:
+            return grad * masked_fill(x / y, y == 0, 0.0)
+        if math.isinf(p):
+            size = unary.abs(x)
+            hit = (size == y) | size.isnan()
+            return unary.sign(x) * where(hit, grad / hit.sum(dim=axes, keepdim=True), 0.0)
+        if p < 1:
+            scaled = unary.sign(x) * masked_fill(unary.abs(x) ** (p - 1), x == 0, 0.0)
+            return scaled * grad * y ** (1 - p)
+        size = unary.abs(x)
+        scaled = unary.sign(x) * size ** (p - 1) if p < 2 else x * size ** (p - 2)
+        return scaled * masked_fill(grad / y ** (p - 1), y == 0, 0.0)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        p, name = node.kwargs["ord"], x[0]
+        if p == 0:
+            return "0"
+        if p == 1:
+            return f"broadcast({g}) ⊙ sign({name})"
+        if p == 2:
+            return f"broadcast({g}) ⊙ {operand(name)} / {out}"
+        if math.isinf(p):
+            return f"broadcast({g}) ⊙ sign({name}) ⊙ [|{name}| = {out}] / ties"
+        return f"broadcast({g}) ⊙ sign({name}) ⊙ |{name}|^{p - 1:g} / {out}^{p - 1:g}"
 
 
 class MinMaxResult(NamedTuple):
@@ -153,7 +377,7 @@ class MinMaxResult(NamedTuple):
 
 def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdim: bool) -> tuple:
     if keepdim:
-        return tuple(1 if i in axes else n for i, n in enumerate(shape))
+        return _kept_shape(shape, axes)
     return tuple(n for i, n in enumerate(shape) if i not in axes)
 
 
@@ -165,6 +389,11 @@ def _nonempty(op: str, x: Tensor, axes: tuple[int, ...]) -> None:
 
 def sum(input: Tensor, dim: Dims = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     """Sum over ``dim`` (all dims when None); bool and integer tensors sum in int64."""
+    if dtype is None and type(input) is Tensor and input._data.dtype.kind == "f" and (
+            keepdim is False or keepdim is True):
+        axes = _normal_axes(dim, input._data.ndim)  # the common call: no further checks
+        if axes is not None:
+            return Sum.apply(input, axes=axes, keepdim=keepdim, dtype=None)
     check_tensor("sum", "input", input)
     axes = normalize_dims("sum", dim, input.ndim)
     if dtype is not None:
@@ -178,6 +407,11 @@ def sum(input: Tensor, dim: Dims = None, keepdim: bool = False, dtype: Any = Non
 
 def mean(input: Tensor, dim: Dims = None, keepdim: bool = False, dtype: Any = None) -> Tensor:
     """Mean over ``dim`` (all dims when None); only for floating point tensors, as PyTorch."""
+    if dtype is None and type(input) is Tensor and input._data.dtype.kind == "f" and (
+            keepdim is False or keepdim is True):
+        axes = _normal_axes(dim, input._data.ndim)  # the common call: no further checks
+        if axes is not None:
+            return Mean.apply(input, axes=axes, keepdim=keepdim)
     check_tensor("mean", "input", input)
     if dtype is not None:
         input = input.to(dtype)
@@ -217,9 +451,42 @@ def var(input: Tensor, dim: Dims = None, unbiased: bool | None = None, keepdim: 
 def std(input: Tensor, dim: Dims = None, unbiased: bool | None = None, keepdim: bool = False,
         *, correction: float | None = None) -> Tensor:
     """Standard deviation: ``sqrt(var(...))`` with the same arguments."""
-    from .unary import sqrt
+    return unary.sqrt(var(input, dim, unbiased, keepdim, correction=correction))
 
-    return sqrt(var(input, dim, unbiased, keepdim, correction=correction))
+
+def prod(input: Tensor, dim: int | None = None, keepdim: bool = False,
+         dtype: Any = None) -> Tensor:
+    """The product of all elements, or along ``dim`` (an int, as ``torch.prod``); bool and
+    integer tensors multiply in int64 unless ``dtype`` says otherwise.
+
+    The gradient is PyTorch's, also where the input has zeros: at a slice's only zero it is
+    the product of the others; a slice with two zeros gets none.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[2.0, 0.0, 3.0], [1.0, 2.0, 3.0]], requires_grad=True)
+    >>> x.prod(1).tolist()
+    [0.0, 6.0]
+    >>> x.prod(1).sum().backward()
+    >>> x.grad.tolist()
+    [[0.0, 6.0, 0.0], [6.0, 3.0, 2.0]]
+    """
+    check_tensor("prod", "input", input)
+    if dim is None:
+        axes = tuple(range(input.ndim))
+    elif is_int(dim):
+        axes = (normalize_dim("prod", dim, input.ndim),) if input.ndim else ()
+    else:
+        raise TypeError(f"prod: dim must be an int or None, got {dim!r} (torch.prod reduces "
+                        "one dim at a time)")
+    if dtype is not None:
+        out_dtype = dtypes.as_dtype(dtype, "prod")
+    else:
+        out_dtype = input.dtype if input.dtype.kind == "f" else dtypes.int64
+    if out_dtype.kind == "f" and input.dtype != out_dtype:
+        input = input.to(out_dtype)
+    return Prod.apply(input, axes=axes, keepdim=bool(keepdim), dtype=out_dtype)
 
 
 def _extremum(op: str, input: Tensor, dim: Dims, keepdim: bool, largest: bool) -> Tensor:
@@ -304,17 +571,10 @@ def min(input: Tensor, dim: Any = None, keepdim: bool = False) -> Any:
 def logsumexp(input: Tensor, dim: Dims, keepdim: bool = False) -> Tensor:
     """``log Σ_dim e^x`` computed without overflow (as ``max + log Σ e^(x − max)``)."""
     from .operands import floating
-    from .unary import exp, log
 
     input = floating("logsumexp", input)
-    if input.numel() == 0 or any(input.shape[a] == 0 for a in
-                                 normalize_dims("logsumexp", dim, input.ndim)):
-        return log(sum(exp(input), dim, keepdim))  # an empty sum: log 0 = −inf
-    shift = amax(input, dim, keepdim=True).detach()
-    shift = Tensor(np.where(np.isfinite(shift.numpy()), shift.numpy(), 0).astype(shift.dtype))
-    total = sum(exp(input - shift), dim, keepdim=True)
-    out = log(total) + shift
-    return out if keepdim else out.squeeze(normalize_dims("logsumexp", dim, input.ndim))
+    return LogSumExp.apply(input, axes=normalize_dims("logsumexp", dim, input.ndim),
+                           keepdim=bool(keepdim))
 
 
 def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -> Tensor:
@@ -330,27 +590,6 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
     return Tensor(counts if weights is not None else counts.astype(np.int64))
 
 
-class CumSum(Function):
-    """``y_i = Σ_{j ≤ i} x_j`` along ``dim``; ``dx_j = Σ_{i ≥ j} g_i`` (a reversed cumsum)."""
-
-    keeps_inputs = False
-
-    @staticmethod
-    def forward(ctx: Context, x: np.ndarray, dim: int) -> np.ndarray:
-        ctx.save_for_backward(dim)
-        return np.cumsum(x, axis=dim, dtype=x.dtype if x.dtype.kind == "f" else np.int64)
-
-    @staticmethod
-    def backward(ctx: Context, grad: np.ndarray) -> tuple[np.ndarray]:
-        (dim,) = ctx.saved
-        return (np.flip(np.cumsum(np.flip(grad, dim), axis=dim), dim),)
-
-    @staticmethod
-    def differentiable_backward(ctx: Context, grad: Tensor) -> tuple[Tensor]:
-        (dim,) = ctx.saved
-        return (cumsum(grad.flip(dim), dim).flip(dim),)
-
-
 def cumsum(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
     """Running sums along ``dim`` (bool and integers sum in int64), as ``torch.cumsum``."""
     check_tensor("cumsum", "input", input)
@@ -360,3 +599,107 @@ def cumsum(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
     if input.ndim == 0:
         return input
     return CumSum.apply(input, dim=axis)
+
+
+# ---- norms (torch.norm; ta.linalg's vector_norm and matrix_norm) ---------------------------
+
+def _norm_input(op: str, input: Tensor, dtype: Any) -> Tensor:
+    """The float input of a norm, converted to ``dtype`` when given (never narrowed)."""
+    check_tensor(op, "input", input)
+    if input.dtype.kind != "f":
+        raise DTypeError(f"{op}: expected a floating point tensor as input, got {input.dtype}")
+    if dtype is None:
+        return input
+    target = dtypes.as_dtype(dtype, op)
+    if target.kind != "f":
+        raise DTypeError(f"{op}: dtype should be floating point, got {target}")
+    if target.itemsize < input.dtype.itemsize:
+        raise DTypeError(f"{op}: the dtype of the input ({input.dtype}) should be convertible "
+                         f"without narrowing to the specified dtype ({target})")
+    return input.to(target)
+
+
+def vector_norm(input: Tensor, ord: float = 2, dim: Dims = None, keepdim: bool = False, *,
+                dtype: Any = None) -> Tensor:
+    """The vector ``ord``-norm over ``dim`` (all elements when None), as
+    ``torch.linalg.vector_norm``: ``(Σ |x|^ord)^(1/ord)``, ``max |x|`` for ``inf``, ``min |x|``
+    for ``-inf``, the number of non-zeros for 0.
+
+    The gradient at a zero vector is 0 (PyTorch's subgradient), never NaN.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[3.0, -4.0], [0.0, 0.0]], requires_grad=True)
+    >>> ta.linalg.vector_norm(x, dim=1).tolist()
+    [5.0, 0.0]
+    >>> ta.linalg.vector_norm(x, dim=1).sum().backward()
+    >>> x.grad.tolist()
+    [[0.6000000238418579, -0.800000011920929], [0.0, 0.0]]
+    """
+    op = "linalg.vector_norm"
+    if not is_number(ord):
+        raise TypeError(f"{op}: ord must be a number (inf, -inf, 0, 1, 2, ...), got {ord!r}")
+    x = _norm_input(op, input, dtype)
+    axes = normalize_dims(op, dim, x.ndim)
+    ord = float(ord)
+    if (ord < 0 or ord == math.inf) and any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"{op}: cannot compute the {ord:g} norm of an empty dimension (tensor "
+                         f"of shape {x.shape}): the operation has no identity")
+    return Norm.apply(x, ord=ord, axes=axes, keepdim=bool(keepdim))
+
+
+def matrix_norm(input: Tensor, ord: Any = "fro", dim: tuple[int, int] = (-2, -1),
+                keepdim: bool = False, *, dtype: Any = None) -> Tensor:
+    """A matrix norm over the two dims ``dim``, as ``torch.linalg.matrix_norm``: ``'fro'``
+    (the Frobenius norm, ``√Σ x²``), ``1``/``-1`` (the largest/smallest column sum of
+    ``|x|``), ``inf``/``-inf`` (the largest/smallest row sum). The spectral and nuclear norms
+    (``2``, ``-2``, ``'nuc'``) need a singular value decomposition, which tinyattn does not
+    have."""
+    op = "linalg.matrix_norm"
+    x = _norm_input(op, input, dtype)
+    if x.ndim < 2:
+        raise ShapeError(f"{op}: the input must have at least 2 dims, got shape {x.shape}")
+    if isinstance(dim, (int, np.integer)) or len(tuple(dim)) != 2:
+        raise ShapeError(f"{op}: dim must be a 2-tuple, got {dim!r}")
+    rows, columns = normalize_dims(op, tuple(dim), x.ndim)
+    if isinstance(ord, str):
+        if ord == "fro":
+            return Norm.apply(x, ord=2.0, axes=(rows, columns), keepdim=bool(keepdim))
+        if ord == "nuc":
+            raise NotImplementedError(f"{op}: the nuclear norm needs a singular value "
+                                      "decomposition, which tinyattn does not have")
+    elif is_number(ord) and builtins.abs(ord) in (1, math.inf):
+        if ord in (math.inf, -math.inf):  # the row sums: the 1-norm of the transpose
+            rows, columns = columns, rows
+        sums = vector_norm(x, 1, rows, keepdim)
+        if not keepdim and rows < columns:
+            columns -= 1
+        return (amax if ord > 0 else amin)(sums, columns, keepdim)
+    elif is_number(ord) and builtins.abs(ord) == 2:
+        raise NotImplementedError(f"{op}: the spectral norm (ord {ord}) needs a singular value "
+                                  "decomposition, which tinyattn does not have")
+    raise ValueError(f"{op}: ord must be 'fro', 'nuc', 1, -1, 2, -2, inf or -inf, got {ord!r}")
+
+
+def norm(input: Tensor, p: Any = "fro", dim: Dims = None, keepdim: bool = False, *,
+         dtype: Any = None) -> Tensor:
+    """The norm of ``input``, as ``torch.norm``: ``p='fro'`` (the default) is the 2-norm of the
+    elements over ``dim`` (at most two dims; all when None), a number ``p`` the vector
+    ``p``-norm over ``dim`` (see :func:`tinyattn.linalg.vector_norm`); ``'nuc'`` would be the
+    nuclear norm (not supported).
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> x = ta.tensor([[3.0, 4.0], [6.0, 8.0]])
+    >>> x.norm().item(), x.norm(dim=1).tolist(), x.norm(1).item()
+    (11.180339813232422, [5.0, 10.0], 21.0)
+    """
+    if isinstance(p, str):
+        if p == "fro" and (dim is None or is_int(dim) or len(dim) <= 2):
+            return vector_norm(input, 2, dim, keepdim, dtype=dtype)
+        check_tensor("norm", "input", input)
+        dims = tuple(range(input.ndim)) if dim is None else dim
+        return matrix_norm(input, p, dims, keepdim, dtype=dtype)
+    return vector_norm(input, 2 if p is None else p, dim, keepdim, dtype=dtype)
