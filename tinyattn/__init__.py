@@ -42,7 +42,6 @@ from .creation import (
     empty,
     empty_like,
     eye,
-    from_numpy,
     full,
     full_like,
     linspace,
@@ -160,7 +159,7 @@ from .ops import (
 from .printing import set_printoptions
 from .random import Generator, manual_seed, seed
 from .serialization import load, save
-from .tensor import Size, Tensor
+from .tensor import Size, Tensor, from_numpy
 
 autograd.gradcheck, autograd.gradgradcheck = gradcheck, gradgradcheck  # torch.autograd's names
 
@@ -181,28 +180,26 @@ swapaxes = transpose
 __version__ = "0.2.0"
 
 __all__ = [
-    "abs", "add", "allclose", "amax", "amin", "arange", "argmax", "argmin", "as_tensor",
-    "autograd", "bincount", "bmm", "bool", "bool_", "cat", "chunk", "clamp", "clip", "clone",
-    "concat", "concatenate", "cos", "cuda", "cumsum", "detect_anomaly", "device", "div", "dot",
-    "double", "dtypes", "e", "empty", "empty_like", "enable_grad", "eq", "equal", "erf", "exp",
-    "eye", "F", "flatten", "flip", "float", "float32", "float64", "from_numpy", "full",
-    "full_like", "functional", "gather", "Generator", "get_default_dtype", "get_num_threads",
-    "gradcheck",
-    "GradcheckError", "gradgradcheck", "index_select", "inf", "inference_mode", "inspect", "int",
-    "int16", "int32", "int64", "int8", "is_floating_point", "is_grad_enabled", "isclose",
-    "isfinite", "isinf", "isnan", "linalg", "linspace", "load", "log", "log_softmax",
-    "logical_and",
+    "abs", "add", "allclose", "amax", "amin", "arange", "argmax", "argmin", "argsort",
+    "as_tensor", "autograd", "bincount", "bmm", "bool", "bool_", "cat", "chunk", "clamp",
+    "clip", "clone", "concat", "concatenate", "cos", "cuda", "cumsum", "detect_anomaly",
+    "device", "div", "dot", "double", "dtypes", "e", "empty", "empty_like", "enable_grad",
+    "eq", "equal", "erf", "exp", "eye", "F", "flatten", "flip", "float", "float32", "float64",
+    "from_numpy", "full", "full_like", "functional", "gather", "Generator",
+    "get_default_dtype", "get_num_threads", "gradcheck", "GradcheckError", "gradgradcheck",
+    "index_fill", "index_select", "inf", "inference_mode", "inspect", "int", "int16", "int32",
+    "int64", "int8", "interop", "is_floating_point", "is_grad_enabled", "isclose", "isfinite",
+    "isinf", "isnan", "linalg", "linspace", "load", "log", "log_softmax", "logical_and",
     "logical_not", "logical_or", "logsumexp", "long", "manual_seed", "masked_fill", "matmul",
-    "max", "maximum", "mean", "min", "minimum", "mm", "models", "movedim", "mul", "multinomial",
-    "nan", "nn", "no_grad", "norm", "ones", "ones_like", "optim", "permute", "pi", "pow", "prod",
-    "promote_types",
-    "rand", "rand_like", "randint", "randn", "randn_like", "randperm", "relu", "repeat_interleave",
-    "reshape", "result_type", "rsqrt", "save", "seed", "set_grad_enabled", "set_num_threads",
-    "set_printoptions", "short", "sigmoid", "sin", "Size", "softmax", "split", "sqrt", "squeeze",
-    "stack", "std", "sub", "sum", "swapaxes", "tanh", "tensor", "Tensor", "topk", "TransformerLM",
-    "transpose", "tril", "triu", "uint8", "unbind", "unsqueeze", "utils", "var", "where", "zeros",
-    "zeros_like",
-    "argsort", "index_fill", "nonzero", "scatter", "scatter_add", "sort",
+    "max", "maximum", "mean", "memory", "min", "minimum", "mm", "models", "movedim", "mul",
+    "multinomial", "nan", "nn", "no_grad", "nonzero", "norm", "ones", "ones_like", "optim",
+    "permute", "pi", "pow", "prod", "promote_types", "rand", "rand_like", "randint", "randn",
+    "randn_like", "randperm", "relu", "repeat_interleave", "reshape", "result_type", "rsqrt",
+    "save", "scatter", "scatter_add", "seed", "set_grad_enabled", "set_num_threads",
+    "set_printoptions", "short", "sigmoid", "sin", "Size", "softmax", "sort", "split", "sqrt",
+    "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tanh", "Tensor", "tensor", "topk",
+    "TransformerLM", "transpose", "tril", "triu", "uint8", "unbind", "unsqueeze", "utils",
+    "var", "where", "zeros", "zeros_like",
 ]
 
 

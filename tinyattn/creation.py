@@ -16,7 +16,7 @@ from . import dtypes
 from .devices import check_device
 from .errors import ShapeError
 from .random import generator
-from .tensor import Tensor, check_tensor, from_numpy
+from .tensor import Tensor, check_tensor
 from .validation import check_int, is_int, shape_arg
 
 

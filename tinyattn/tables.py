@@ -1,8 +1,9 @@
 """Reports as tables: aligned plain text in a terminal, an HTML table in Jupyter.
 
-Every report of :mod:`tinyattn.inspect` and of the hook-point cache (a trace, a graph check, a memory ledger, saturation
-statistics) is a :class:`TableReport`: it defines its header and rows once, and gets ``str()``
-(the text table, also what ``print`` shows) and ``_repr_html_`` (what Jupyter shows) from them.
+Every report of :mod:`tinyattn.inspect` and of the hook-point cache (a trace, a graph check, a
+memory ledger, saturation statistics) is a :class:`TableReport`: it defines its header and
+rows once, and gets ``str()`` (the text table, also what ``print`` shows) and ``_repr_html_``
+(what Jupyter shows) from them.
 :func:`tensor_html` is the HTML form of a tensor.
 """
 

@@ -230,8 +230,6 @@ class Tensor(TensorMethods):
         """The shape, or the size of one dim, as ``torch.Tensor.size``."""
         if dim is None:
             return Size(self.shape)
-        from .validation import normalize_dim
-
         return self.shape[normalize_dim("size", dim, self.ndim)] if self.ndim else 1
 
     def dim(self) -> int:

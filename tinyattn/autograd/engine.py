@@ -263,10 +263,6 @@ def _visit_outputs(node: Context, grads: list, retain: bool,
 def _call_backward(node: Context, grads: list) -> tuple:
     """One chain-rule step: the op's backward rule on the gradients of its outputs."""
     fn = node.fn
-    if fn._array_rules:
-        from .legacy import call_backward
-
-        return call_backward(node, grads[0], is_grad_enabled())
     if node.materialize_grads and None in grads:
         tensor = function.TENSOR
         grads = [tensor._from_op(np.zeros(shape, dtype), None) if g is None else g

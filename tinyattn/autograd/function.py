@@ -336,11 +336,6 @@ class Function:
     keeps_inputs = True
     formula: Callable[..., str] | None = None
     named_gradient = False
-    _array_rules = False
-
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        super().__init_subclass__(**kwargs)
-        cls._array_rules = hasattr(cls, "differentiable_backward")
 
     @staticmethod
     def forward(ctx: Context, *args: Any, **kwargs: Any) -> Any:
@@ -354,10 +349,6 @@ class Function:
     @classmethod
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run the op and record it when grad mode is on and a tensor argument requires grad."""
-        if cls._array_rules:
-            from .legacy import apply_arrays
-
-            return apply_arrays(cls, args, kwargs)
         tensor = TENSOR
         if _state.grad_enabled:
             needs = tuple([isinstance(a, tensor) and a._requires_grad for a in args])

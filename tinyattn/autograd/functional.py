@@ -19,7 +19,7 @@ that the outputs do not depend on is an error; otherwise its derivative is zeros
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,12 +27,8 @@ from . import function
 from .engine import grad
 from .grad_mode import enable_grad
 
-if TYPE_CHECKING:
-    from ..tensor import Tensor
-
 
 def _tuple(value: Any, label: str, op: str) -> tuple[tuple, bool]:
-
     if isinstance(value, function.TENSOR):
         return (value,), True
     if isinstance(value, (tuple, list)) and all(isinstance(v, function.TENSOR) for v in value):

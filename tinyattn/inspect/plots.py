@@ -84,7 +84,8 @@ def plot_attention(
     >>> p.stat().st_size > 0
     True
     """
-    array = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights, dtype=np.float64)
+    array = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights,
+                       dtype=np.float64)
     if array.ndim == 2:
         array = array[None]
     if array.ndim != 3:

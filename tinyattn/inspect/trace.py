@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from .. import autograd
-from ..autograd import Context
+from ..autograd import Context, ReleasedInput
 from ..tables import Row, TableReport, array_norm, shape_text
 from ..tensor import Tensor
 

@@ -294,6 +294,10 @@ class FloorDivide(Function):
         raise RuntimeError("floor_divide: the derivative of floor_divide is not implemented "
                            "(it is zero almost everywhere; PyTorch refuses it too)")
 
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return "(no derivative: floor_divide is refused by backward)"
+
 
 class Remainder(Function):
     """``y = a − b · floor(a / b)`` (the sign of ``b``); ``da = g``, ``db = −g · floor(a / b)``."""
@@ -309,6 +313,12 @@ class Remainder(Function):
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, Tensor]:
         (quotient,) = ctx.saved_tensors
         return grad, -grad * quotient
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 0:
+            return summed_to_input(node, 0, g)
+        return summed_to_input(node, 1, f"−{operand(g)} ⊙ floor({x[0]} / {x[1]})")
 
 
 def _check_divisor(op: str, a: Tensor, b: Tensor) -> None:
