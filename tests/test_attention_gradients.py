@@ -77,6 +77,66 @@ def test_causal_attention_sends_exactly_no_gradient_above_the_diagonal():
     assert free.causal_leak() > 0
 
 
+def test_causal_leak_is_the_largest_value_above_the_diagonal_of_hand_built_maps():
+    # one non-zero value strictly above the diagonal in each layer, both on the first
+    # superdiagonal, where a causal off-by-one leaks; larger values on and below the diagonal
+    below = np.tril(np.ones((5, 5)))
+    P = np.broadcast_to(0.9 * below, (2, 2, 5, 5)).copy()
+    dS = np.broadcast_to(-0.8 * below, (2, 2, 5, 5)).copy()
+    P[1, 0, 2, 3] = 0.25
+    first = inspect.LayerGradients("first", P, np.zeros_like(P), dS)
+    later = np.zeros((1, 1, 5, 5))
+    later[0, 0, 3, 4] = -0.375  # in dS only: |−0.375| is the largest, in the second layer
+    second = inspect.LayerGradients("second", np.zeros_like(later), np.zeros_like(later), later)
+    assert inspect.AttentionGradients([first, second], 0.0).causal_leak() == 0.375
+    assert inspect.AttentionGradients([second, first], 0.0).causal_leak() == 0.375
+    assert inspect.AttentionGradients([first], 0.0).causal_leak() == 0.25
+    causal = inspect.LayerGradients("causal", 0.9 * below[None, None], np.ones((1, 1, 5, 5)),
+                                    -0.8 * below[None, None])  # dP itself is not looked at
+    assert inspect.AttentionGradients([causal], 0.0).causal_leak() == 0.0
+
+
+def test_causal_leak_reports_what_a_mask_off_by_one_lets_through():
+    """A mask that hides keys j >= i + 2 instead of j >= i + 1 lets query i see key i + 1: the
+    reported leak is the largest |P| or |dS| there, recomputed here in numpy from the weights."""
+    ta.manual_seed(3)
+    mha = ta.nn.MultiHeadAttention(C, H).double()
+    x = np.random.default_rng(3).normal(size=(B, T, C))
+    off_by_one = np.triu(np.ones((T, T), bool), k=2)  # True = may not attend
+
+    class OffByOne(ta.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = mha
+
+        def forward(self, x):
+            return self.attn(x, attn_mask=off_by_one)
+
+    maps = inspect.attention_gradients(OffByOne(), ta.tensor(x), squares)
+    w = {k: v.numpy() for k, v in mha.state_dict().items()}
+
+    def heads(name):  # (B, H, T, D)
+        y = x @ w[f"{name}.weight"].T + w[f"{name}.bias"]
+        return y.reshape(B, T, H, D).transpose(0, 2, 1, 3)
+
+    q, k, v = heads("q_proj"), heads("k_proj"), heads("v_proj")
+    scores = np.where(off_by_one, -np.inf, q @ k.transpose(0, 1, 3, 2) / np.sqrt(D))
+    P = np.exp(scores - scores.max(-1, keepdims=True))
+    P /= P.sum(-1, keepdims=True)
+    z = (P @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
+    out = z @ w["out_proj.weight"].T + w["out_proj.bias"]
+    dz = (2 * out @ w["out_proj.weight"]).reshape(B, T, H, D).transpose(0, 2, 1, 3)
+    dP = dz @ v.transpose(0, 1, 3, 2)
+    dS = P * (dP - (dP * P).sum(-1, keepdims=True))
+    np.testing.assert_allclose(maps[0].P, P, rtol=1e-12, atol=1e-15)
+    first_superdiagonal = np.eye(T, k=1, dtype=bool)
+    assert not P[..., np.triu(np.ones((T, T), bool), k=1) & ~first_superdiagonal].any()
+    leak = max(np.abs(P[..., first_superdiagonal]).max(),
+               np.abs(dS[..., first_superdiagonal]).max())
+    assert leak > 0.1
+    assert maps.causal_leak() == pytest.approx(leak, rel=1e-12)
+
+
 def test_every_kind_of_attention_layer_gives_maps_per_head():
     ta.manual_seed(0)
     x = ta.randn(B, T, 8)
@@ -228,10 +288,10 @@ def test_the_scale_lab_measures_what_a_plain_backward_gives():
     for record in standard:
         layer = model.blocks[int(record.layer.split(".")[1])].attn
         rows = slice(record.head * D, (record.head + 1) * D)
-        assert record.grad_q == pytest.approx(np.linalg.norm(layer.q_proj.weight.grad.numpy()[rows]),
-                                              rel=1e-4)
-        assert record.grad_k == pytest.approx(np.linalg.norm(layer.k_proj.weight.grad.numpy()[rows]),
-                                              rel=1e-4)
+        assert record.grad_q == pytest.approx(
+            np.linalg.norm(layer.q_proj.weight.grad.numpy()[rows]), rel=1e-4)
+        assert record.grad_k == pytest.approx(
+            np.linalg.norm(layer.k_proj.weight.grad.numpy()[rows]), rel=1e-4)
     # the entropy of softmax(β s) falls as β grows: in layer 0 (same scores s for every β)
     entropy = {r.factor: r.entropy for r in lab.records
                if r.step == 0 and r.layer == "blocks.0.attn" and r.head == 0}

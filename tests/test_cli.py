@@ -9,6 +9,7 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
+from printed import number
 
 import tinyattn as ta
 from tinyattn.cli import main
@@ -64,11 +65,20 @@ def test_gradcheck_passes_every_op_and_layer(capsys):
     assert passed == total >= 40 and "FAIL" not in out
 
 
+# Copying 4 digits with the task model at width 16: 200 AdamW steps reach held-out token and
+# sequence accuracy 1.0000 (seeds 0, 1, 3, 8 and 9; after 150 steps every seed of 0-9 is at
+# 0.994 or above, after 120 steps at 0.91-0.998, after 60 at 0.29-0.38), while an untrained model
+# is at chance, 0.1. A gradient bug (attention's softmax backward without its row term, a dQ of
+# the wrong sign) leaves it far below the thresholds.
+COPY_RUN = ["train", "--task", "copy", "--steps", "200", "--eval-every", "100", "--length", "4",
+            "--embed-dim", "16", "--no-progress", "--seed", "3"]
+TOKEN_ACCURACY, SEQUENCE_ACCURACY = 0.98, 0.9
+
+
 @pytest.fixture(scope="module")
 def task_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("runs") / "copy"
-    code = main(["train", "--task", "copy", "--steps", "4", "--eval-every", "2", "--length",
-                 "4", "--embed-dim", "16", "--out", str(out), "--no-progress", "--seed", "3"])
+    code = main([*COPY_RUN, "--out", str(out)])
     return code, out
 
 
@@ -79,18 +89,22 @@ def test_train_task_writes_the_run(task_run, capsys):
         assert (out / name).stat().st_size > 0
     config = json.loads((out / "config.json").read_text())
     assert config["task"] == {"name": "copy", "length": 4, "num_symbols": 10}
-    assert config["train"]["steps"] == 4 and config["train"]["seed"] == 3
+    assert config["train"]["steps"] == 200 and config["train"]["seed"] == 3
     assert config["model"]["embed_dim"] == 16 and config["model"]["vocab_size"] == 11
-    assert 0.0 <= config["results"]["accuracy"] <= 1.0
+    assert config["results"]["accuracy"] >= TOKEN_ACCURACY
+    assert config["results"]["sequence_accuracy"] >= SEQUENCE_ACCURACY
     assert sorted(ta.nn.load(out / "model.npz"))[0] == "blocks.0.attn.k_proj.bias"
 
 
 def test_train_task_prints_accuracy_and_is_reproducible(task_run, tmp_path, capsys):
     _, first = task_run
-    assert main(["train", "--task", "copy", "--steps", "4", "--eval-every", "2", "--length", "4",
-                 "--embed-dim", "16", "--out", str(tmp_path), "--no-progress", "--seed", "3"]) == 0
+    assert main([*COPY_RUN, "--out", str(tmp_path)]) == 0
     last = capsys.readouterr().out.strip().splitlines()[-1]
-    assert last.startswith("accuracy: ") and 0.0 <= float(last.split()[1]) <= 1.0
+    assert last.split()[0] == "accuracy:" and len(last.split()) == 2
+    accuracy = number(last.split()[1])
+    assert accuracy >= TOKEN_ACCURACY
+    config = json.loads((first / "config.json").read_text())
+    assert accuracy == round(config["results"]["accuracy"], 4)  # printed with 4 decimals
     a, b = ta.nn.load(first / "model.npz"), ta.nn.load(tmp_path / "model.npz")
     assert all(np.array_equal(a[k], b[k]) for k in a)
 
@@ -101,7 +115,7 @@ def test_sample_answers_a_task_prompt(task_run, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["prompt:", "3", "1", "4", "1"]
     assert lines[2].split() == ["expected:", "3", "1", "4", "1"]
-    assert len(lines[1].split()) == 5
+    assert lines[1].split() == ["answer:", "3", "1", "4", "1"]  # the trained model copies it
 
 
 def test_train_text_and_sample(tmp_path, capsys):

@@ -3,6 +3,7 @@
 import io
 import json
 
+import matplotlib.image
 import numpy as np
 import pytest
 
@@ -27,8 +28,13 @@ def test_lab_scale_tabulates_plots_and_writes_the_records(tmp_path, capsys):
     records = json.loads((tmp_path / "scale.json").read_text())
     assert len(records) == 4 * 2 * 2  # scales × steps × heads
     assert {r["scale"] for r in records} == {"1/√D", "1/D", "1", "4"}
-    if (tmp_path / "scale.png").exists():
-        assert (tmp_path / "scale.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # matplotlib is a test dependency: the plot must be there, a PNG that decodes, not blank
+    png = tmp_path / "scale.png"
+    assert png.is_file(), f"no scale.png was written; the command printed:\n{out}"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    image = matplotlib.image.imread(png)  # (rows, columns, RGBA)
+    assert image.ndim == 3 and image.shape[0] >= 200 and image.shape[1] >= 200
+    assert np.ptp(image[..., :3]) > 0.5  # dark lines on a light background
 
 
 def test_lab_scale_refuses_bad_sizes(tmp_path, capsys):

@@ -120,7 +120,7 @@ FUNCTIONS = [shape_ops.Reshape, shape_ops.Permute, shape_ops.Expand, shape_ops.T
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
 def test_each_op_has_one_backward_a_formula_and_its_math_documented(fn):
     assert not hasattr(fn, "differentiable_backward")
-    assert not fn._array_rules
+
     assert "backward" in vars(fn) and "forward" in vars(fn)
     assert callable(fn.formula)
     assert re.search(r"``(y|values, indices) = ", fn.__doc__)  # the forward ...

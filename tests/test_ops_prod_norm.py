@@ -392,7 +392,7 @@ FUNCTIONS = [Sum, Mean, Var, Prod, Extremum, LogSumExp, CumSum, Norm, Maximum, W
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
 def test_each_op_has_one_tensor_rule_and_a_formula(fn):
     assert not hasattr(fn, "differentiable_backward")
-    assert not fn._array_rules
+
     assert callable(fn.formula)
     assert "``;" in fn.__doc__.replace("\n", " ") or "; ``d" in fn.__doc__.replace("\n", " ")
 

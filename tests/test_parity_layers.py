@@ -65,13 +65,40 @@ def test_embedding_with_padding_idx_matches_torch():
     assert_close(ours.weight.grad, theirs.weight.grad)
 
 
+# kurtosis μ₄/σ⁴ and the probability of falling within one std of the mean
+SHAPES = {"normal": (3.0, math.erf(1 / math.sqrt(2))),  # 0.6827
+          "uniform": (9 / 5, 1 / math.sqrt(3))}  # U(−b, b): σ = b/√3, so 0.5774
+
+
+def assert_sample_of(values, kind, mean, std, sigmas=5):
+    """``values`` look like ``n`` independent draws from a ``kind`` distribution of this mean
+    and std: the sample mean within ``sigmas`` standard errors ``std / √n`` of ``mean``, the
+    sample std within ``sigmas`` standard errors ``√((μ₄ − σ⁴) / (4 σ² n))`` of ``std``
+    (``std / √(2n)`` for a normal, ``std / √(5n)`` for a uniform), and the fraction within one
+    ``std`` of the mean within ``sigmas`` standard errors ``√(p (1 − p) / n)`` of its
+    probability ``p`` (which tells a normal from a uniform of the same std)."""
+    values = np.asarray(values, dtype=np.float64).ravel()
+    n = values.size
+    kurtosis, p = SHAPES[kind]
+    assert abs(values.mean() - mean) < sigmas * std / math.sqrt(n), (values.mean(), mean)
+    std_error = std * math.sqrt((kurtosis - 1) / (4 * n))
+    assert abs(values.std() - std) < sigmas * std_error, (values.std(), std, std_error)
+    fraction = np.mean(np.abs(values - mean) < std)
+    assert abs(fraction - p) < sigmas * math.sqrt(p * (1 - p) / n), (fraction, p)
+
+
 def test_embedding_init_matches_torch_padding_row_and_distribution():
+    # N(0, 1) with the padding row zeroed, as torch draws it. 20000 × 16 draws: the standard
+    # errors of the mean and std are 0.0018 and 0.0013, so the 5σ tolerances are 0.9% and 0.6%
+    # of the std; the fraction within one std (0.6827 for a normal, 0.5774 for a uniform of the
+    # same std) has standard error 0.0008.
     torch.manual_seed(0)
     ta.manual_seed(0)
-    theirs = torch.nn.Embedding(3000, 8, padding_idx=3).weight.detach().numpy()
-    ours = nn.Embedding(3000, 8, padding_idx=3).weight.numpy()
+    theirs = torch.nn.Embedding(20000, 16, padding_idx=3).weight.detach().numpy()
+    ours = nn.Embedding(20000, 16, padding_idx=3).weight.numpy()
     assert not ours[3].any() and not theirs[3].any()
-    assert abs(ours.std() - theirs.std()) < 0.03 and abs(ours.mean() - theirs.mean()) < 0.03
+    for table in (ours, theirs):
+        assert_sample_of(np.delete(table, 3, axis=0), "normal", 0.0, 1.0)
 
 
 @pytest.mark.parametrize("shape", [(4,), (3, 4)])
@@ -158,15 +185,21 @@ def test_dropout_train_and_eval_semantics_match_torch():
 
 
 def test_linear_init_bounds_and_std_match_torch():
+    # torch: weight kaiming_uniform_(a=√5), gain √(2 / (1 + 5)) = 1/√3, so U(−b, b) with
+    # b = gain · √(3 / fan_in) = 1/√fan_in; bias U(−b, b) with the same b. 20000 outputs give
+    # 2e6 weights and 2e4 biases: the sample std's standard error is 1/√(5n) of the std, 0.032%
+    # and 0.32%, so the 5σ tolerances are 0.16% and 1.6%, where a = √6 (b · √(6/7), the std
+    # 7.4% smaller) is 234σ and 23σ off. The largest |value| of n uniform draws falls below
+    # b (1 − ε) with probability (1 − ε)ⁿ: e^-20 for ε = 1e-5 and 1e-3 (b · √(6/7) is 7.4% below).
     torch.manual_seed(0)
     ta.manual_seed(0)
-    theirs, ours = torch.nn.Linear(100, 300), nn.Linear(100, 300)
-    bound = 1 / math.sqrt(100)
-    for name in ("weight", "bias"):
-        t = getattr(theirs, name).detach().numpy()
-        o = getattr(ours, name).numpy()
-        assert np.abs(o).max() <= bound and np.abs(t).max() <= bound
-        assert abs(o.std() - t.std()) < 0.1 * bound
+    fan_in, outputs = 100, 20000
+    theirs, ours = torch.nn.Linear(fan_in, outputs), nn.Linear(fan_in, outputs)
+    bound = 1 / math.sqrt(fan_in)
+    for name, epsilon in (("weight", 1e-5), ("bias", 1e-3)):
+        for values in (getattr(theirs, name).detach().numpy(), getattr(ours, name).numpy()):
+            assert bound * (1 - epsilon) <= np.abs(values).max() <= bound
+            assert_sample_of(values, "uniform", 0.0, bound / math.sqrt(3))
 
 
 @pytest.mark.parametrize("nonlinearity, param", [
@@ -178,23 +211,36 @@ def test_calculate_gain_matches_torch(nonlinearity, param):
         torch.nn.init.calculate_gain(nonlinearity, param), rel=1e-12)
 
 
-@pytest.mark.parametrize("name, kwargs", [
-    ("xavier_uniform_", {"gain": 1.5}),
-    ("xavier_normal_", {}),
-    ("kaiming_uniform_", {"a": math.sqrt(5)}),
-    ("kaiming_uniform_", {"mode": "fan_out", "nonlinearity": "relu"}),
-    ("kaiming_normal_", {"nonlinearity": "tanh"}),
-])
-def test_init_distributions_match_torch(name, kwargs):
-    shape = (120, 40, 3)
+# shape (120, 40, 30): fan_in = 40 · 30 = 1200, fan_out = 120 · 30 = 3600; the std each
+# initialiser's formula gives (PyTorch's documentation of torch.nn.init)
+FAN_IN, FAN_OUT = 1200, 3600
+
+
+@pytest.mark.parametrize("name, kwargs, std", [
+    ("xavier_uniform_", {"gain": 1.5}, 1.5 * math.sqrt(2 / (FAN_IN + FAN_OUT))),
+    ("xavier_normal_", {}, math.sqrt(2 / (FAN_IN + FAN_OUT))),
+    ("kaiming_uniform_", {"a": math.sqrt(5)}, math.sqrt(2 / (1 + 5)) / math.sqrt(FAN_IN)),
+    ("kaiming_uniform_", {"mode": "fan_out", "nonlinearity": "relu"},
+     math.sqrt(2) / math.sqrt(FAN_OUT)),
+    ("kaiming_normal_", {"nonlinearity": "tanh"}, 5 / 3 / math.sqrt(FAN_IN)),
+], ids=["xavier_uniform", "xavier_normal", "kaiming_uniform_a", "kaiming_uniform_fan_out",
+        "kaiming_normal"])
+def test_init_distributions_match_torch(name, kwargs, std):
+    # 144000 draws each: the 5σ tolerance of the sample std is 0.6% (uniform) or 0.9% (normal)
+    # of the std; the largest |value| of a uniform falls below √3 std · (1 − 1.5e-4) with
+    # probability (1 − 1.5e-4)^144000 = e^-21.6
+    shape = (120, 40, 30)
     torch.manual_seed(1)
     ta.manual_seed(1)
     theirs = getattr(torch.nn.init, name)(torch.empty(shape, dtype=torch.float64), **kwargs)
     ours = getattr(nn.init, name)(ta.zeros(shape, dtype="float64"), **kwargs).numpy()
     theirs = theirs.numpy()
-    assert abs(ours.std() - theirs.std()) < 0.03 * theirs.std()  # 14400 samples each
-    if "uniform" in name:
-        assert abs(np.abs(ours).max() - np.abs(theirs).max()) < 0.01 * np.abs(theirs).max()
+    kind = "uniform" if "uniform" in name else "normal"
+    for values in (ours, theirs):
+        assert_sample_of(values, kind, 0.0, std)
+        if kind == "uniform":
+            bound = math.sqrt(3) * std
+            assert bound * (1 - 1.5e-4) <= np.abs(values).max() <= bound
 
 
 @pytest.mark.parametrize("shape", [(3, 4), (5, 3, 2), (2, 3, 4, 5), (7, 1), (0, 3)])

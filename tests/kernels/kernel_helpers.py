@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from contextlib import contextmanager
 
@@ -35,7 +36,14 @@ def assert_vjp_matches_central_difference(
 
 @contextmanager
 def numba_threads(count: int):
-    """Run the body with numba's thread count set to ``count`` (capped at the maximum)."""
+    """Run the body with numba's thread count set to ``count``, capped at the maximum
+    (``NUMBA_NUM_THREADS``) on a machine with fewer cores; in CI (``CI`` set, where .ci/run
+    exports ``NUMBA_NUM_THREADS=2``) a thread count that cannot be had is an error, so that a
+    comparison of one and two threads never silently compares one with one."""
+    if count > numba.config.NUMBA_NUM_THREADS and os.environ.get("CI"):
+        raise RuntimeError(f"numba_threads({count}): numba has only "
+                           f"{numba.config.NUMBA_NUM_THREADS} threads in CI (NUMBA_NUM_THREADS); "
+                           ".ci/run exports NUMBA_NUM_THREADS=2")
     previous = numba.get_num_threads()
     numba.set_num_threads(min(count, numba.config.NUMBA_NUM_THREADS))
     try:

@@ -45,20 +45,25 @@ def test_adamw_step_matches_numpy_twin_bitwise(dtype, decoupled, beta1):
             np.testing.assert_array_equal(grad, before)
 
 
+# The kernel and its numpy twin share _step_scalars (decay, coupled weight decay, step size,
+# bias corrections, the moment's lerp weight): only this comparison with torch.optim can see a
+# mistake there. beta1 = 0.3 makes the lerp weight 1 − β1 = 0.7 ≥ 0.5, torch's other branch.
 @pytest.mark.parametrize("decoupled", [True, False])
 @pytest.mark.parametrize("dtype", DTYPES)
-def test_adamw_step_matches_torch_optim_over_ten_steps(decoupled, dtype):
+@pytest.mark.parametrize("beta1", [0.9, 0.3])
+def test_adamw_step_matches_torch_optim_over_ten_steps(decoupled, dtype, beta1):
     torch = pytest.importorskip("torch")
+    hyper = dict(HYPER, beta1=beta1)
     rng = np.random.default_rng(1)
     params, exp_avgs, exp_avg_sqs = make_state(rng, dtype)
     t_params = [torch.nn.Parameter(torch.from_numpy(p.copy())) for p in params]
     optimizer_class = torch.optim.AdamW if decoupled else torch.optim.Adam
-    optimizer = optimizer_class(t_params, lr=HYPER["lr"], betas=(HYPER["beta1"], HYPER["beta2"]),
-                                eps=HYPER["eps"], weight_decay=HYPER["weight_decay"],
+    optimizer = optimizer_class(t_params, lr=hyper["lr"], betas=(hyper["beta1"], hyper["beta2"]),
+                                eps=hyper["eps"], weight_decay=hyper["weight_decay"],
                                 foreach=False)
     for step in range(1, 11):
         grads = [rng.standard_normal(p.shape).astype(dtype) for p in params]
-        adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, decoupled=decoupled, **HYPER)
+        adamw_step(params, grads, exp_avgs, exp_avg_sqs, step, decoupled=decoupled, **hyper)
         for t_param, grad in zip(t_params, grads, strict=True):
             t_param.grad = torch.from_numpy(grad)
         optimizer.step()
