@@ -211,8 +211,8 @@ def test_custom_function_plugs_into_the_engine():
 
         @staticmethod
         def backward(ctx: Context, grad):
-            (x,) = ctx.saved
-            return (3 * x * x * grad,)
+            (x,) = ctx.saved_tensors
+            return 3 * x * x * grad
 
     x = ta.tensor([2.0], dtype="float64", requires_grad=True)
     assert ta.gradcheck(lambda t: Cube.apply(t), (x,))

@@ -328,9 +328,10 @@ CASES = [
      lambda t: t.nn.MultiheadAttention(8, 2)(*[t.ones(3, 2, 8)] * 3, is_causal=True)),
     ("packed-mha-fused-weights",
      lambda: nn.MultiheadAttention(8, 2)(*[ta.ones(3, 2, 8)] * 3, impl="fused"), ValueError,
-     r"MultiheadAttention: need_weights=True needs the composed path, got impl='fused'", None),
+     r"MultiheadAttention: impl='fused' cannot serve this call: need_weights=True needs the "
+     r"\(T, S\) attention weights", None),
     ("packed-mha-impl", lambda: nn.MultiheadAttention(8, 2, impl="flash"), ValueError,
-     r"MultiheadAttention: impl must be one of \('auto', 'composed', 'fused'\), got 'flash'",
+     r"MultiheadAttention: impl must be 'auto', 'composed' or 'fused', got 'flash'",
      None),
 ]
 

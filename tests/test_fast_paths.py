@@ -105,7 +105,9 @@ def test_the_rule_is_what_create_graph_records():
 
 def test_a_wrong_fast_path_would_be_seen(monkeypatch):
     """The comparison above can fail: a fast path with a planted slip disagrees."""
-    from tinyattn.ops import softmax as softmax_module
+    import importlib
+
+    softmax_module = importlib.import_module("tinyattn.ops.softmax")
 
     def forgetful(y, g):
         return y * g  # the row-sum term forgotten

@@ -18,10 +18,10 @@ class WrongSquare(Function):
 
     @staticmethod
     def backward(ctx, grad):
-        (x,) = ctx.saved
+        (x,) = ctx.saved_tensors
         dx = 2 * x * grad
-        dx.reshape(-1)[-1] += 0.5
-        return (dx,)
+        dx.numpy().reshape(-1)[-1] += 0.5  # the slip: one element off
+        return dx
 
 
 def test_gradcheck_accepts_a_correct_gradient():
@@ -46,11 +46,11 @@ def test_gradcheck_catches_a_softmax_backward_that_a_bare_sum_would_miss():
     class SoftmaxWithoutBackward(Function):
         @staticmethod
         def forward(ctx, x):
-            return np.exp(x) / np.exp(x).sum(axis=-1, keepdims=True)
+            return x.exp() / x.exp().sum(dim=-1, keepdim=True)
 
         @staticmethod
         def backward(ctx, grad):
-            return (np.zeros_like(grad),)  # wrong, yet d(sum softmax)/dx really is 0
+            return grad * 0.0  # wrong, yet d(sum softmax)/dx really is 0
 
     x = ta.randn(2, 5, dtype="float64", requires_grad=True)
     with pytest.raises(ta.GradcheckError):

@@ -266,7 +266,7 @@ def test_non_differentiable_steps_give_pytorch_zero_or_none_under_create_graph()
     np.testing.assert_allclose(g2.numpy(), [1.0, 4.0, 1.0])  # d/dx of (x_max·Σx)'s gradient
 
 
-def test_a_function_without_a_differentiable_backward_is_named():
+def test_a_custom_function_with_a_tensor_op_backward_differentiates_twice():
     class Square(ta.autograd.Function):
         @staticmethod
         def forward(ctx, x):
@@ -275,13 +275,14 @@ def test_a_function_without_a_differentiable_backward_is_named():
 
         @staticmethod
         def backward(ctx, grad):
-            return (2 * ctx.saved[0] * grad,)
+            (x,) = ctx.saved_tensors
+            return 2 * x * grad
 
     x = ta.tensor([1.0, 2.0], requires_grad=True)
-    y = Square.apply(x).sum()
-    with pytest.raises(RuntimeError, match="'Square' has no differentiable_backward"):
-        ta.autograd.grad(y, x, create_graph=True)
-    assert ta.autograd.grad(Square.apply(x).sum(), x)[0].tolist() == [2.0, 4.0]
+    (dx,) = ta.autograd.grad((Square.apply(x) * x).sum(), x, create_graph=True)  # 3x²
+    assert dx.tolist() == [3.0, 12.0]
+    (ddx,) = ta.autograd.grad(dx.sum(), x)  # 6x: the backward in tensor ops was recorded
+    assert ddx.tolist() == [6.0, 12.0]
 
 
 def test_optimizer_step_stays_outside_the_graph():

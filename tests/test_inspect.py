@@ -99,6 +99,8 @@ def graph_counts(root):
             continue
         ops.add(id(node))
         for t in node.inputs:
+            if not isinstance(t, (ta.Tensor, ta.autograd.ReleasedInput)):
+                continue  # an option of the op (a dim, a seed), not an input
             edges += 1
             if t.grad_fn is None:
                 tensors.add(id(t))

@@ -37,7 +37,8 @@ def test_byte_counts_are_the_arrays_nbytes(impl):
     loss = attention_loss(impl, dropout=0.1)
     ledger = inspect.memory_ledger(loss)
     order = ta.autograd.engine.topological_order([loss.grad_fn])
-    expected = [a for node in order for a in saved_arrays(node.saved)]
+    expected = [a for node in order for _, value in node.kept_for_backward()
+                for a in saved_arrays(value)]
     assert [e.nbytes for e in ledger.entries] == [a.nbytes for a in expected]
     assert [e.shape for e in ledger.entries] == [a.shape for a in expected]
     assert ledger.total_bytes == sum(a.nbytes for a in expected)
@@ -74,9 +75,10 @@ def test_the_fused_output_and_the_output_projections_input_are_one_array():
     loss = attention_loss("fused")
     fused = next(n for n in ta.autograd.engine.topological_order([loss.grad_fn])
                  if n.name == "FusedAttention")
-    for tensor, saved in zip(fused.inputs, fused.saved[:3]):
-        assert tensor.numpy() is saved and tensor.grad_fn.name == "Permute"
-        assert saved.transpose(0, 2, 1, 3).flags.c_contiguous  # a (B, T, H, D) projection
+    for tensor, saved in zip(fused.inputs, fused.saved_tensors[:3]):
+        assert saved is tensor and tensor.grad_fn.name == "Permute"
+        # a (B, T, H, D) projection, not a copy
+        assert saved.numpy().transpose(0, 2, 1, 3).flags.c_contiguous
 
 
 def test_shared_memory_is_counted_once():

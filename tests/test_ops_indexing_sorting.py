@@ -33,7 +33,7 @@ def _graph_names(tensor):
     """The op names of the graph behind ``tensor``."""
     if tensor.grad_fn is None:
         return set()
-    order = ta.autograd.engine._topological_order([tensor.grad_fn])
+    order = ta.autograd.engine.topological_order([tensor.grad_fn])
     return {node.name for node in order}
 
 
@@ -128,7 +128,7 @@ def test_each_op_has_one_backward_a_formula_and_its_math_documented(fn):
 
 
 def _node(out, name):
-    order = ta.autograd.engine._topological_order([out.grad_fn])
+    order = ta.autograd.engine.topological_order([out.grad_fn])
     return next(node for node in order if node.name == name)
 
 

@@ -372,11 +372,17 @@ def test_non_float_non_tensor_and_non_leaf_parameters_are_rejected():
         SGD([leaf * 2], lr=0.1)
 
 
-def test_gradient_of_wrong_shape_raises_before_any_update():
+def test_gradient_of_wrong_shape_is_refused_when_assigned_as_in_pytorch():
     a, b = make_params(27, shapes=((2,), (3,)))
+    a.grad = ta.tensor(np.ones(2))
+    with pytest.raises(RuntimeError, match=r"gradient of shape \(4,\) to a tensor of shape \(3,\)"):
+        b.grad = ta.tensor(np.ones(4))
+    assert b.grad is None
+    # a parameter whose data was swapped for another shape is caught before any update
+    b.grad = ta.tensor(np.ones(3))
+    b.data = np.ones(4)
     before = a.numpy().copy()
-    a.grad, b.grad = ta.tensor(np.ones(2)), ta.tensor(np.ones(4))
-    with pytest.raises(ValueError, match=r"gradient of shape \(4,\).*parameter of shape \(3,\)"):
+    with pytest.raises(ValueError, match=r"gradient of shape \(3,\).*parameter of shape \(4,\)"):
         SGD([a, b], lr=0.1).step()
     np.testing.assert_array_equal(a.numpy(), before)
 

@@ -31,12 +31,12 @@ class AttentionPath(NamedTuple):
 
 
 def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool = False,
-                composed_for: str | None = None) -> AttentionPath:
+                composed_for: str | None = None, op: str = _OP) -> AttentionPath:
     """The path for ``impl`` given what the call needs; ``impl='fused'`` where the fused kernel
     cannot serve is an error, never a silent switch.
 
-    ``composed_for`` names another reason the caller needs the composed path (e.g. a hook on
-    an attention intermediate).
+    ``op`` is the caller named in errors. ``composed_for`` names another reason the caller
+    needs the composed path (e.g. a hook on an attention intermediate).
 
     Examples
     --------
@@ -45,7 +45,7 @@ def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool 
     >>> choose_path("auto").reason
     "impl='auto': the fused kernel serves this call"
     """
-    check_choice(_OP, "impl", impl, IMPLS)
+    check_choice(op, "impl", impl, IMPLS)
     needs = []
     if need_weights:
         needs.append("need_weights=True needs the (T, S) attention weights, which the fused "
@@ -57,7 +57,7 @@ def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool 
         needs.append(composed_for)
     if impl == "fused":
         if needs:
-            raise ValueError(f"{_OP}: impl='fused' cannot serve this call: {'; '.join(needs)}; "
+            raise ValueError(f"{op}: impl='fused' cannot serve this call: {'; '.join(needs)}; "
                              "use impl='composed' or 'auto'")
         return AttentionPath("fused", "impl='fused' was asked for")
     if impl == "composed":

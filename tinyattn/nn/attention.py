@@ -90,7 +90,7 @@ class SelfAttention(Module):
         """``(B, T, d_in) -> (B, T, d_out)``; with ``need_weights`` also the ``(B, T, T)``
         weights."""
         _check_input("SelfAttention", "x", x, self.d_in)
-        self.attention_path = choose_path(self.impl, need_weights)
+        self.attention_path = choose_path(self.impl, need_weights, op="SelfAttention")
         q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)  # (B, T, d_out) each
         dropout_p = self.dropout if self.training else 0.0
         out, weights = attend(q, k, v, self.attention_path, None, dropout_p, self.causal)
@@ -338,7 +338,8 @@ class MultiHeadAttention(Module):
         hooked = [p for p in ("hook_attn_scores", "hook_pattern") if getattr(self, p).active]
         return choose_path(
             self.impl, need_weights, mask is not None and mask.requires_grad,
-            f"a hook on {' and '.join(hooked)} needs the composed path" if hooked else None)
+            f"a hook on {' and '.join(hooked)} needs the composed path" if hooked else None,
+            op=type(self).__name__)
 
     @staticmethod
     def _outputs(output: Tensor, weights: Tensor | None, need_weights: bool, average: bool,
