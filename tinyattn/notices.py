@@ -1,0 +1,36 @@
+"""One-line notices on stderr, each said once per process (or per ``tinyattn run``).
+
+The stand-ins for what tinyattn does not do — ``torch.compile`` runs the model eagerly,
+``torch.autocast`` computes in the tensors' own dtypes — say so in one line, the first time, so
+a training script's output shows it once and not at every step.
+"""
+
+from __future__ import annotations
+
+import sys
+
+_said: set[str] = set()
+
+
+def say_once(key: str, text: str) -> bool:
+    """Write ``tinyattn: {text}`` to stderr unless ``key`` was said already; return whether it
+    was written.
+
+    Examples
+    --------
+    >>> forget()
+    >>> say_once("example", "an example notice")
+    True
+    >>> say_once("example", "an example notice")
+    False
+    """
+    if key in _said:
+        return False
+    _said.add(key)
+    print(f"tinyattn: {text}", file=sys.stderr, flush=True)
+    return True
+
+
+def forget() -> None:
+    """Let every notice be said again (``tinyattn run`` calls this at the start of a run)."""
+    _said.clear()
