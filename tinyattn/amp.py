@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import math
-import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -90,16 +89,16 @@ class autocast:  # noqa: N801  (PyTorch's name)
         if not self.enabled:
             return
         if self.device != "cpu":
-            warnings.warn(f"{ACCELERATORS[self.device]} is not available (tinyattn runs on the "
-                          "CPU only). Disabling autocast.", UserWarning, stacklevel=2)
+            notices.warn(f"{ACCELERATORS[self.device]} is not available (tinyattn runs on the "
+                         "CPU only). Disabling autocast.", UserWarning)
             self.enabled = False
             return
         if self.fast_dtype is None:
             self.fast_dtype = dtypes.bfloat16
         if self.fast_dtype not in (dtypes.bfloat16, dtypes.float16):
-            warnings.warn("In CPU autocast, but the target dtype is not supported. Disabling "
-                          "autocast. CPU autocast only supports bfloat16 and float16.",
-                          UserWarning, stacklevel=2)
+            notices.warn("In CPU autocast, but the target dtype is not supported. Disabling "
+                         "autocast. CPU autocast only supports bfloat16 and float16.",
+                         UserWarning)
             self.enabled = False
 
     def __enter__(self) -> autocast:
@@ -169,9 +168,8 @@ class GradScaler:
                              f"{growth_interval!r}")
         self._enabled = bool(enabled)
         if self._enabled and self._device != "cpu":
-            warnings.warn(f"GradScaler is enabled, but {ACCELERATORS[self._device]} is not "
-                          "available (tinyattn runs on the CPU only). Disabling.", UserWarning,
-                          stacklevel=2)
+            notices.warn(f"GradScaler is enabled, but {ACCELERATORS[self._device]} is not "
+                         "available (tinyattn runs on the CPU only). Disabling.", UserWarning)
             self._enabled = False
         self._scale = float(np.float32(init_scale))
         self._growth_factor = float(growth_factor)

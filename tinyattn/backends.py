@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .missing import missing as _missing
 from .missing import message as _message
+from .missing import missing as _missing
 from .missing import namespace_module as _namespace_module
 from .missing import user_frame as _user_frame
 

@@ -12,10 +12,10 @@ error naming the caller's line.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from . import amp as _amp
+from . import notices as _notices
 from .missing import missing as _missing
 from .missing import namespace_module as _namespace_module
 
@@ -97,8 +97,8 @@ def _grad_scaler(init_scale: float = 2.0**16, growth_factor: float = 2.0,
     """``torch.cuda.amp.GradScaler(...)``: deprecated in PyTorch for
     ``torch.amp.GradScaler('cuda', ...)``, which it is; without CUDA an enabled scaler warns and
     disables itself."""
-    warnings.warn("torch.cuda.amp.GradScaler(args...) is deprecated; use "
-                  "torch.amp.GradScaler('cuda', args...) instead", FutureWarning, stacklevel=2)
+    _notices.warn("torch.cuda.amp.GradScaler(args...) is deprecated; use "
+                  "torch.amp.GradScaler('cuda', args...) instead", FutureWarning)
     return _amp.GradScaler("cuda", init_scale, growth_factor, backoff_factor, growth_interval,
                            enabled)
 
@@ -107,8 +107,8 @@ def _autocast(enabled: bool = True, dtype: Any = None,
               cache_enabled: bool = True) -> _amp.autocast:
     """``torch.cuda.amp.autocast(...)``: deprecated in PyTorch for
     ``torch.amp.autocast('cuda', ...)``, which it is (disabled with a warning: no CUDA)."""
-    warnings.warn("torch.cuda.amp.autocast(args...) is deprecated; use "
-                  "torch.amp.autocast('cuda', args...) instead", FutureWarning, stacklevel=2)
+    _notices.warn("torch.cuda.amp.autocast(args...) is deprecated; use "
+                  "torch.amp.autocast('cuda', args...) instead", FutureWarning)
     return _amp.autocast("cuda", dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
 

@@ -8,6 +8,7 @@ a training script's output shows it once and not at every step.
 from __future__ import annotations
 
 import sys
+import warnings
 
 _said: set[str] = set()
 
@@ -34,3 +35,15 @@ def say_once(key: str, text: str) -> bool:
 def forget() -> None:
     """Let every notice be said again (``tinyattn run`` calls this at the start of a run)."""
     _said.clear()
+
+
+def warn(text: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn(text, category)`` attributed to the first line outside tinyattn (the
+    script's call), as PyTorch's warnings are attributed to the caller's line."""
+    from .missing import user_frame
+
+    frame, level = sys._getframe(1), 1
+    target = user_frame(1)
+    while frame is not None and frame is not target:
+        frame, level = frame.f_back, level + 1
+    warnings.warn(text, category, stacklevel=level if frame is not None else 2)

@@ -241,6 +241,8 @@ class Tensor(TensorMethods):
         """The number of elements."""
         return self._data.size
 
+    nelement = numel  # PyTorch's other name for numel
+
     def element_size(self) -> int:
         """Bytes per element."""
         return self._data.itemsize

@@ -16,7 +16,6 @@ from ..tensor import Tensor, check_kernel_dtype, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_same_dtype
 from .notation import factor, right, transpose
 
-
 _KERNEL_MACS = 4096
 """Float products of fewer multiply-adds than this run on numpy's matmul: for them the call
 into the kernel costs more than the arithmetic."""
