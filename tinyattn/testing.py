@@ -169,9 +169,9 @@ def _compare(actual: Any, expected: Any, rtol: float | None, atol: float | None,
         if set(actual) != set(expected):
             raise _Mismatch("The keys of the mappings do not match:\n"
                             f"Missing keys in the actual mapping: "
-                            f"{sorted(map(repr, set(expected) - set(actual)))}\n"
+                            f"{sorted(set(expected) - set(actual), key=repr)}\n"
                             f"Additional keys in the actual mapping: "
-                            f"{sorted(map(repr, set(actual) - set(expected)))}")
+                            f"{sorted(set(actual) - set(expected), key=repr)}")
         for key in expected:
             _nested(key, actual[key], expected[key], rtol, atol, equal_nan, check_dtype,
                     check_stride)
