@@ -65,8 +65,10 @@ def message(qualified: str, explanation: str = "", frame: types.FrameType | None
 
 def missing(qualified: str, explanation: str = "") -> AttributeError | ImportError:
     """The error for the missing PyTorch name ``qualified`` (e.g. ``'torch.nn.Conv1d'``), to be
-    raised from a module's ``__getattr__``: an ``ImportError`` inside an import statement,
-    else an ``AttributeError``.
+    raised from a module's ``__getattr__``: an ``ImportError`` when the import statement itself
+    asks (``from torch.nn import Conv1d``), else an ``AttributeError`` — also when the import
+    machinery asks first, since it then looks for a submodule of that name (``from tinyattn
+    import interop`` imports one).
 
     Examples
     --------
@@ -77,8 +79,10 @@ def missing(qualified: str, explanation: str = "") -> AttributeError | ImportErr
     """
     frame = user_frame(1)
     text = message(qualified, explanation, frame)
-    if _importing(frame):
-        module, _, name = qualified.rpartition(".")
+    module, _, name = qualified.rpartition(".")
+    asking = sys._getframe(1)  # the module's __getattr__
+    submodule = f"{asking.f_globals.get('__name__')}.{name}" in sys.modules
+    if _importing(frame) and asking.f_back is frame and not submodule:
         return ImportError(text, name=module)
     return AttributeError(text)
 
@@ -105,9 +109,9 @@ def namespace_module(name: str, torch_name: str, doc: str, explanation: str = ""
     Examples
     --------
     >>> flags = namespace_module("tinyattn._example", "torch.example", "Flags.", answer=42)
-    >>> import tinyattn._example
-    >>> tinyattn._example.answer
-    42
+    >>> import tinyattn._example as example
+    >>> example.answer, example is flags
+    (42, True)
     >>> del sys.modules["tinyattn._example"]
     """
     module = NamespaceModule(name, doc)

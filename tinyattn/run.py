@@ -92,10 +92,11 @@ class TorchAliasFinder(importlib.abc.MetaPathFinder):
     Examples
     --------
     >>> import sys
+    >>> before = sys.modules.get("torch")  # None, or a real PyTorch imported earlier
     >>> with torch_is_tinyattn():
     ...     import torch.nn.functional as F
-    >>> F.__name__, "torch" in sys.modules
-    ('tinyattn.functional', False)
+    >>> F.__name__, sys.modules.get("torch") is before
+    ('tinyattn.functional', True)
     """
 
     def __init__(self) -> None:
