@@ -555,3 +555,12 @@ def test_a_missing_name_names_the_line_of_the_file_that_asked():
     assert str(raised.value).startswith("tinyattn has no torch.einsum: ")
     assert hasattr(ta.nn.functional, "scaled_dot_product_attention") and \
         not hasattr(ta, "einsum")
+
+
+def test_the_warnings_of_the_stand_ins_point_at_the_callers_line():
+    with pytest.warns(UserWarning) as records:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            line = sys._getframe().f_lineno + 1
+            ta.cuda.amp.GradScaler(enabled=True)
+    assert records[0].filename == __file__ and records[0].lineno == line

@@ -42,7 +42,7 @@ def warn(text: str, category: type[Warning] = UserWarning) -> None:
     script's call), as PyTorch's warnings are attributed to the caller's line."""
     from .missing import user_frame
 
-    frame, level = sys._getframe(1), 1
+    frame, level = sys._getframe(1), 2
     target = user_frame(1)
     while frame is not None and frame is not target:
         frame, level = frame.f_back, level + 1
