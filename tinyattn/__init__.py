@@ -222,7 +222,8 @@ __all__ = [
 # what training scripts touch on a CPU (tinyattn.run runs them unchanged)
 __all__ += [
     "amp", "autocast", "backends", "bfloat16", "compile", "compiler", "distributed", "finfo",
-    "float16", "get_float32_matmul_precision", "half", "iinfo", "memory", "set_default_dtype",
+    "float16", "get_float32_matmul_precision", "half", "iinfo", "interop", "memory",
+    "set_default_dtype",
     "set_float32_matmul_precision", "testing",
 ]
 
