@@ -564,3 +564,11 @@ def test_the_warnings_of_the_stand_ins_point_at_the_callers_line():
             line = sys._getframe().f_lineno + 1
             ta.cuda.amp.GradScaler(enabled=True)
     assert records[0].filename == __file__ and records[0].lineno == line
+
+
+def test_randperm_draws_from_a_given_generator():
+    first = ta.randperm(6, generator=ta.Generator().manual_seed(3407))
+    again = ta.randperm(6, generator=ta.Generator().manual_seed(3407))
+    assert first.tolist() == again.tolist() and sorted(first.tolist()) == list(range(6))
+    with pytest.raises(TypeError, match="generator"):
+        ta.randperm(6, generator=np.random.default_rng(0))

@@ -16,7 +16,7 @@ import numpy as np
 from . import dtypes
 from .devices import check_device
 from .errors import ShapeError
-from .random import generator
+from .random import generator, numpy_generator
 from .tensor import Tensor, check_tensor, from_numpy  # noqa: F401  (from_numpy: re-exported)
 from .validation import check_int, is_int, shape_arg
 
@@ -157,9 +157,20 @@ def randint(low: int, high: Any = None, size: Any = None, dtype: Any = None,
     return _make(array.astype(chosen), device, requires_grad, "randint")
 
 
-def randperm(n: int, dtype: Any = None, device: Any = None) -> Tensor:
-    """A random permutation of ``0 … n−1``."""
-    array = generator().permutation(check_int("randperm", "n", n, 0))
+def randperm(n: int, *, generator: Any = None, dtype: Any = None,
+             device: Any = None) -> Tensor:
+    """A random permutation of ``0 … n−1``, drawn from ``generator`` (a ``ta.Generator``) or
+    the global generator.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> first = ta.randperm(5, generator=ta.Generator().manual_seed(1337))
+    >>> again = ta.randperm(5, generator=ta.Generator().manual_seed(1337))
+    >>> first.tolist() == again.tolist(), sorted(first.tolist())
+    (True, [0, 1, 2, 3, 4])
+    """
+    array = numpy_generator(generator, "randperm").permutation(check_int("randperm", "n", n, 0))
     chosen = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype, "randperm")
     return _make(array.astype(chosen), device, False, "randperm")
 
