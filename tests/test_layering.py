@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "tinyattn"
 
 LAYERS = [
     ("ground floor", ["errors", "validation", "dtypes", "devices", "tables", "printing",
-                      "random", "memory"]),
+                      "random", "memory", "missing", "notices"]),
     ("kernels", ["kernels"]),
     ("autograd", ["autograd"]),
     ("tensor", ["tensor", "tensor_methods", "creation"]),
@@ -23,7 +23,8 @@ LAYERS = [
     ("functional", ["functional"]),
     ("layers, optimizers, data, files", ["nn", "optim", "utils", "serialization",
                                          "restricted_pickle", "cuda",
-                                         "distributed", "backends", "amp", "testing"]),
+                                         "distributed", "backends", "amp", "testing",
+                                         "compiler"]),
     ("study tools", ["inspect", "curvature", "study"]),
     ("models", ["models", "tasks"]),
     ("interop, training, lessons", ["interop", "gpt2", "checks", "train", "walkthrough",

@@ -12,7 +12,7 @@ def test_dtype_rules_for_python_and_numpy_data():
     assert ta.tensor([True, False]).dtype == np.bool_
     assert ta.tensor(np.ones(2, dtype=np.float64)).dtype == np.float64
     assert ta.tensor(np.ones(2, dtype=np.float32)).dtype == np.float32
-    assert ta.tensor(np.ones(2, dtype=np.float16)).dtype == np.float32
+    assert ta.tensor(np.ones(2, dtype=np.float16)).dtype == np.float16  # as torch.tensor does
     assert ta.tensor(np.ones(2, dtype=np.int32)).dtype == np.int32  # as torch.tensor does
     assert ta.tensor([1, 2], dtype="float64").dtype == np.float64
 

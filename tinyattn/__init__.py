@@ -14,8 +14,12 @@ attention code written for PyTorch runs with ``import tinyattn as torch``.
 import math as _math
 
 from . import (
+    amp,
     autograd,
+    backends,
+    compiler,
     cuda,
+    distributed,
     dtypes,
     functional,
     inspect,
@@ -25,9 +29,11 @@ from . import (
     models,
     nn,
     optim,
+    testing,
     utils,
 )
 from . import functional as F  # noqa: N812
+from .amp import autocast
 from .autograd import (
     detect_anomaly,
     enable_grad,
@@ -36,6 +42,8 @@ from .autograd import (
     no_grad,
     set_grad_enabled,
 )
+from .backends import get_float32_matmul_precision, set_float32_matmul_precision
+from .compiler import compile
 from .creation import (
     arange,
     as_tensor,
@@ -60,10 +68,14 @@ from .creation import (
 )
 from .devices import device
 from .dtypes import (
+    bfloat16,
     bool_,
+    finfo,
+    float16,
     float32,
     float64,
     get_default_dtype,
+    iinfo,
     int8,
     int16,
     int32,
@@ -71,10 +83,12 @@ from .dtypes import (
     is_floating_point,
     promote_types,
     result_type,
+    set_default_dtype,
     uint8,
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .kernels.parallel import get_num_threads, set_num_threads
+from .missing import missing as _missing
 from .models import TransformerLM
 from .ops import (
     abs,
@@ -166,6 +180,7 @@ autograd.gradcheck, autograd.gradgradcheck = gradcheck, gradgradcheck  # torch.a
 # PyTorch's other names for the dtypes, and its constants
 float = float32  # noqa: A001
 double = float64
+half = float16
 int = int32  # noqa: A001
 long = int64
 short = int16
@@ -201,13 +216,19 @@ __all__ = [
     "TransformerLM", "transpose", "tril", "triu", "uint8", "unbind", "unsqueeze", "utils",
     "var", "where", "zeros", "zeros_like",
 ]
+# what training scripts touch on a CPU (tinyattn.run runs them unchanged)
+__all__ += [
+    "amp", "autocast", "backends", "bfloat16", "compile", "compiler", "distributed", "finfo",
+    "float16", "get_float32_matmul_precision", "half", "iinfo", "interop", "memory",
+    "set_default_dtype",
+    "set_float32_matmul_precision", "testing",
+]
 
 
 def __getattr__(name: str) -> object:
-    """A PyTorch name that tinyattn does not have: say so clearly."""
+    """A PyTorch name that tinyattn does not have: say so clearly, naming the caller's line
+    (an ``ImportError`` inside ``from torch import name``)."""
     if name.startswith("__"):
         raise AttributeError(name)
-    raise AttributeError(
-        f"tinyattn has no torch.{name}: it covers what attention and small-GPT code uses "
-        "(see 'What runs unchanged' in the README)"
-    )
+    raise _missing(f"torch.{name}", "it covers what attention and small-GPT code uses (see "
+                                    "'What runs unchanged' in the README)")

@@ -11,6 +11,7 @@ Subcommands::
     tinyattn lab scale [--factor F]       how the score scale saturates the softmax
     tinyattn exercise list|new|check      write a backward pass by hand, get it graded
     tinyattn warmup [--dtype float32]     compile every kernel ahead, with a progress bar
+    tinyattn run SCRIPT [ARGS...]         run an unchanged PyTorch script, torch being tinyattn
 
 Bad usage (an unknown option, a missing file) prints a message and exits with status 2.
 """
@@ -205,7 +206,19 @@ def build_parser() -> argparse.ArgumentParser:
                     "says so in one line on stderr; TINYATTN_QUIET_COMPILE=1 silences it.)")
     warm.add_argument("--dtype", choices=("float32", "float64", "all"), default="all",
                       help="the dtypes to compile the kernels for (default all)")
-    for sub in (walk, check, train, sample, scale, listing, new, grade, warm):
+    run = commands.add_parser(
+        "run", parents=[common], help="run an unchanged PyTorch script on tinyattn",
+        usage="tinyattn run [-h] [--threads N] SCRIPT [ARGS ...]",
+        description="Run SCRIPT as 'python SCRIPT ARGS' would (sys.argv, __main__, __file__, "
+                    "sys.path[0]), with 'import torch' and every 'import torch.X' giving "
+                    "tinyattn's modules. Something tinyattn does not have fails at the line "
+                    "that uses it, naming it. The exit status is the script's (1 with a "
+                    "traceback when it raises). ARGS go to the script as they are, options "
+                    "included.")
+    run.add_argument("script", metavar="SCRIPT", help="the PyTorch script")
+    run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
+                     help="the script's arguments")
+    for sub in (walk, check, train, sample, scale, listing, new, grade, warm, run):
         sub.set_defaults(command_parser=sub)
     lab.set_defaults(command_parser=lab)
     exercise.set_defaults(command_parser=exercise)
@@ -409,6 +422,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         set_threads(args.threads)
     except ValueError as err:
         parser.error(f"--threads: {err}")
+    if args.command == "run":
+        from .run import run_script
+
+        if not Path(args.script).is_file():
+            parser.error(f"can't open file {args.script!r}: no such file")
+        return run_script(args.script, args.args)
     if args.command == "lab":
         return _lab_scale(parser, args)
     if args.command == "walkthrough":

@@ -2,8 +2,9 @@
 ``as_tensor``, ``from_numpy``, ``empty``, ``zeros``, ``ones``, ``full``, ``eye``, ``arange``,
 ``linspace``, the random ``rand``/``randn``/``randint``/``randperm`` and every ``*_like``.
 
-Float factories default to float32 (PyTorch's default dtype); ``device`` may be None or
-``'cpu'``. Random factories draw from the generator that ``ta.manual_seed`` seeds.
+Float factories default to float32 (PyTorch's default dtype; ``set_default_dtype`` changes
+it); ``device`` may be None or ``'cpu'``. Random factories draw from the generator that
+``ta.manual_seed`` seeds.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import numpy as np
 from . import dtypes
 from .devices import check_device
 from .errors import ShapeError
-from .random import generator
+from .random import generator, numpy_generator
 from .tensor import Tensor, check_tensor
 from .validation import check_int, is_int, shape_arg
 
@@ -27,7 +28,7 @@ def _make(array: np.ndarray, device: Any, requires_grad: bool, op: str) -> Tenso
 
 
 def _float_dtype(dtype: Any, op: str) -> np.dtype:
-    return dtypes.DEFAULT_FLOAT if dtype is None else dtypes.as_dtype(dtype, op)
+    return dtypes.get_default_dtype() if dtype is None else dtypes.as_dtype(dtype, op)
 
 
 def _size(op: str, size: tuple) -> tuple[int, ...]:
@@ -112,7 +113,7 @@ def arange(start: Any, end: Any = None, step: Any = 1, dtype: Any = None, device
     if step == 0:
         raise ValueError("arange: step must be nonzero")
     if dtype is None:
-        dtype = dtypes.int64 if all(is_int(v) for v in values) else dtypes.DEFAULT_FLOAT
+        dtype = dtypes.int64 if all(is_int(v) for v in values) else dtypes.get_default_dtype()
     array = np.arange(*values, dtype=np.float64 if dtypes.as_dtype(dtype).kind == "f" else None)
     return _make(array.astype(dtypes.as_dtype(dtype, "arange")), device, requires_grad,
                  "arange")
@@ -156,9 +157,20 @@ def randint(low: int, high: Any = None, size: Any = None, dtype: Any = None,
     return _make(array.astype(chosen), device, requires_grad, "randint")
 
 
-def randperm(n: int, dtype: Any = None, device: Any = None) -> Tensor:
-    """A random permutation of ``0 … n−1``."""
-    array = generator().permutation(check_int("randperm", "n", n, 0))
+def randperm(n: int, *, generator: Any = None, dtype: Any = None,
+             device: Any = None) -> Tensor:
+    """A random permutation of ``0 … n−1``, drawn from ``generator`` (a ``ta.Generator``) or
+    the global generator.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> first = ta.randperm(5, generator=ta.Generator().manual_seed(1337))
+    >>> again = ta.randperm(5, generator=ta.Generator().manual_seed(1337))
+    >>> first.tolist() == again.tolist(), sorted(first.tolist())
+    (True, [0, 1, 2, 3, 4])
+    """
+    array = numpy_generator(generator, "randperm").permutation(check_int("randperm", "n", n, 0))
     chosen = dtypes.int64 if dtype is None else dtypes.as_dtype(dtype, "randperm")
     return _make(array.astype(chosen), device, False, "randperm")
 

@@ -6,9 +6,6 @@ PyTorch raises ``RuntimeError`` for a shape or dtype that does not fit, Python c
 
 from __future__ import annotations
 
-import os
-import sys
-
 
 class ShapeError(ValueError, RuntimeError):
     """A shape, size or count that does not fit: Python's ``ValueError``, and also the
@@ -21,12 +18,9 @@ class DTypeError(TypeError, RuntimeError):
 
 def caller_location() -> str:
     """`` (file.py:27)``: the line of the user's code that led here (the first frame outside
-    tinyattn), for errors about a missing name; ``''`` when there is none."""
-    package = os.path.dirname(os.path.abspath(__file__))
-    frame = sys._getframe(1)
-    while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(package + os.sep) and not filename.startswith("<frozen"):
-            return f" ({os.path.basename(filename)}:{frame.f_lineno})"
-        frame = frame.f_back
-    return ""
+    tinyattn and the import machinery), for errors about a missing name; ``''`` when there is
+    none or that code is not in a file (``<string>``, a doctest)."""
+    from .missing import location, user_frame
+
+    where = location(user_frame(1))
+    return f" ({where})" if where else ""

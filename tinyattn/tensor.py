@@ -1,9 +1,10 @@
 """``Tensor``: one numpy array, plus what reverse-mode autograd needs to know about it.
 
-Dtype rules (PyTorch's): a numpy float array keeps its dtype; Python floats become float32,
-Python ints int64, bools bool; ops promote as :mod:`tinyattn.dtypes` says. Only floating point
-tensors can require grad. Every operator and method is a function of :mod:`tinyattn.ops`; they
-are written out in the mixin :class:`tinyattn.tensor_methods.TensorMethods`.
+Dtype rules (PyTorch's): a numpy float array keeps its dtype; Python floats become the default
+dtype (float32), Python ints int64, bools bool; ops promote as :mod:`tinyattn.dtypes` says.
+Only floating point tensors can require grad. Every operator and method is a function of
+:mod:`tinyattn.ops`; they are written out in the mixin
+:class:`tinyattn.tensor_methods.TensorMethods`.
 
 In-place ops (``x.add_(y)``, ``x.masked_fill_(m, v)``, ``x[i] = v``) follow PyTorch's autograd
 rules: the new value is computed by the ordinary op, written into ``x``'s memory (so views of
@@ -29,8 +30,8 @@ from .errors import DTypeError, ShapeError, caller_location
 from .tensor_methods import TensorMethods
 from .validation import normalize_dim
 
-__all__ = ["CPU", "Size", "Tensor", "as_tensor", "check_device", "check_float", "check_mask",
-           "check_tensor", "device", "from_numpy"]
+__all__ = ["CPU", "Size", "Tensor", "as_tensor", "check_device", "check_float",
+           "check_kernel_dtype", "check_mask", "check_tensor", "device", "from_numpy"]
 
 
 class _Version:
@@ -53,9 +54,9 @@ def _to_array(data: Any, dtype: Any = None) -> np.ndarray:
     array = np.asarray(data)
     kind = array.dtype.kind
     if kind == "f":
-        if array.dtype not in (float32, float64) or not isinstance(data, (np.ndarray,
-                                                                         np.generic)):
-            array = array.astype(float32)
+        if array.dtype not in (dtypes.float16, float32, float64) or not isinstance(
+                data, (np.ndarray, np.generic)):
+            array = array.astype(dtypes.get_default_dtype())
     elif kind in "iu":
         if not isinstance(data, (np.ndarray, np.generic)):
             array = array.astype(int64, copy=False)
@@ -239,6 +240,8 @@ class Tensor(TensorMethods):
     def numel(self) -> int:
         """The number of elements."""
         return self._data.size
+
+    nelement = numel  # PyTorch's other name for numel
 
     def element_size(self) -> int:
         """Bytes per element."""
@@ -528,6 +531,25 @@ def check_float(op: str, label: str, value: Any) -> Any:
     if value.dtype.kind != "f":
         raise TypeError(f"{op}: {label} must be a floating point tensor, got dtype {value.dtype}")
     return value
+
+
+def check_kernel_dtype(op: str, *tensors: Any) -> None:
+    """Refuse float16 in ``op``, which runs on a numba kernel that takes float32 and float64
+    only (numpy-backed elementwise ops do take float16), with a ``DTypeError`` naming ``op``.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> check_kernel_dtype("softmax", ta.ones(2).half())  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    tinyattn.errors.DTypeError: softmax: float16 is not supported: ...
+    """
+    for value in tensors:
+        if value is not None and value.dtype == dtypes.float16:
+            raise DTypeError(f"{op}: float16 is not supported: tinyattn's {op} runs on a kernel "
+                             "that computes in float32 and float64 (convert with .float(); "
+                             "elementwise ops do take float16)")
 
 
 def check_mask(op: str, label: str, mask: Any, dtype: np.dtype) -> Any:

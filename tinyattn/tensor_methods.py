@@ -713,6 +713,15 @@ class TensorMethods:
         """This tensor as float64."""
         return _ops.cast(self, dtypes.float64)
 
+    def half(self):
+        """This tensor as float16 (elementwise ops compute in it; matmul, softmax and the other
+        kernels take float32 and float64 only)."""
+        return _ops.cast(self, dtypes.float16)
+
+    def bfloat16(self):
+        """An error: tinyattn has no bfloat16 storage (see :mod:`tinyattn.dtypes`)."""
+        raise dtypes.bfloat16.error("Tensor.bfloat16")
+
     def long(self):
         """This tensor as int64."""
         return _ops.cast(self, dtypes.int64)

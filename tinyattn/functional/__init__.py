@@ -2,6 +2,7 @@
 arguments, then composes recorded ops or applies one op of :mod:`tinyattn.ops` (where every
 forward and backward rule lives)."""
 
+from ..missing import missing as _missing
 from .activation import gelu, log_softmax, relu, sigmoid, silu, softmax, tanh
 from .attention import AttentionPath, choose_path, scaled_dot_product_attention
 from .dropout import dropout
@@ -26,11 +27,12 @@ from .sparse import embedding, one_hot
 
 
 def __getattr__(name: str) -> object:
-    """A PyTorch function that tinyattn does not have: say so clearly."""
+    """A PyTorch function that tinyattn does not have: say so clearly, naming the caller's
+    line."""
     if name.startswith("__"):
         raise AttributeError(name)
-    raise AttributeError(f"tinyattn has no torch.nn.functional.{name}: see 'What runs "
-                         "unchanged' in the README for what tinyattn.nn.functional covers")
+    raise _missing(f"torch.nn.functional.{name}", "see 'What runs unchanged' in the README for "
+                                                 "what tinyattn.nn.functional covers")
 
 
 __all__ = [

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from ..ops import log_softmax, relu, sigmoid, softmax, tanh
 from ..ops.activation import Gelu
-from ..tensor import Tensor, check_float
+from ..tensor import Tensor, check_float, check_kernel_dtype
 from ..validation import check_choice
 
 __all__ = ["gelu", "log_softmax", "relu", "sigmoid", "silu", "softmax", "tanh"]
@@ -33,7 +33,8 @@ def gelu(input: Tensor, approximate: str = "none") -> Tensor:
     [-0.1587, 0.0, 0.8413]
     """
     check_choice("gelu", "approximate", approximate, GELU_APPROXIMATIONS)
-    return Gelu.apply(check_float("gelu", "input", input), approximate=approximate)
+    check_kernel_dtype("gelu", check_float("gelu", "input", input))
+    return Gelu.apply(input, approximate=approximate)
 
 
 def silu(input: Tensor, inplace: bool = False) -> Tensor:

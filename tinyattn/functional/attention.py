@@ -16,7 +16,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops.attention import FusedAttention, attention_composed, default_scale, heads_layout
 from ..ops.attention_masks import kernel_bias, sdpa_mask
 from ..random import draw_seed
-from ..tensor import Tensor, check_float
+from ..tensor import Tensor, check_float, check_kernel_dtype
 from ..validation import check_choice, check_int, check_number, check_probability
 
 IMPLS = ("auto", "composed", "fused")
@@ -69,7 +69,7 @@ def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool 
 
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool) -> None:
     for label, t in (("query", query), ("key", key), ("value", value)):
-        check_float(_OP, label, t)
+        check_kernel_dtype(_OP, check_float(_OP, label, t))
         if t.ndim < 2:
             raise ShapeError(f"{_OP}: {label} must have at least 2 dims (..., length, "
                                f"features), got shape {t.shape}")

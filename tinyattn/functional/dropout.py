@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ops.dropout import Dropout
 from ..random import draw_seed
-from ..tensor import Tensor, check_float
+from ..tensor import Tensor, check_float, check_kernel_dtype
 from ..validation import check_probability
 
 
@@ -36,4 +36,5 @@ def dropout(input: Tensor, p: float = 0.5, training: bool = True,
         return input
     if p == 1.0:
         return input * 0.0
+    check_kernel_dtype("dropout", input)
     return Dropout.apply(input, p=p, seed=draw_seed())

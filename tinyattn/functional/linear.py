@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
 from ..ops.linear import Linear
-from ..tensor import Tensor, check_tensor
+from ..tensor import Tensor, check_kernel_dtype, check_tensor
 from ..validation import check_same_dtype
 
 
@@ -45,6 +45,7 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
             f"linear: input of shape {input.shape} does not match weight of shape "
             f"{weight.shape}: expected input.shape[-1] == in_features == {weight.shape[1]}"
         )
+    check_kernel_dtype("linear", input)
     if bias is None:
         return Linear.apply(input, weight)
     if bias.shape != (weight.shape[0],):

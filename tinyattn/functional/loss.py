@@ -25,7 +25,7 @@ from ..errors import DTypeError, ShapeError
 from ..ops import exp, gather, log, log1p, log_softmax, relu, where
 from ..ops.binary_cross_entropy import BinaryCrossEntropy
 from ..ops.loss import CrossEntropy
-from ..tensor import Tensor, check_float, check_tensor
+from ..tensor import Tensor, check_float, check_kernel_dtype, check_tensor
 from ..validation import broadcast_shapes, check_choice, check_int, check_number, is_int
 
 REDUCTIONS = ("mean", "sum", "none")
@@ -294,6 +294,7 @@ def cross_entropy(
         return _nll(log_softmax(input, class_dim), target, class_dim, weight, ignore_index,
                     reduction, "cross_entropy")
     classes = _class_targets("cross_entropy", target, input, ignore_index)
+    check_kernel_dtype("cross_entropy", input)
     return CrossEntropy.apply(input, target=classes, ignore_index=ignore_index,
                               reduction=reduction, label_smoothing=label_smoothing)
 

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 from ..errors import ShapeError
 from ..ops.normalization import LayerNorm
-from ..tensor import Tensor, check_float
+from ..tensor import Tensor, check_float, check_kernel_dtype
 from ..validation import check_number, check_same_dtype, is_int
 
 
@@ -73,6 +73,7 @@ def layer_norm(
     """
     shape = check_normalized("layer_norm", input, normalized_shape, weight=weight, bias=bias)
     eps = positive_eps("layer_norm", eps)
+    check_kernel_dtype("layer_norm", input)
     params = [param for param in (weight, bias) if param is not None]
     return LayerNorm.apply(input, *params, normalized_shape=shape, eps=eps,
                            has_weight=weight is not None, has_bias=bias is not None)

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import DTypeError, ShapeError
 from ..ops.embedding import Embedding
-from ..tensor import Tensor, check_float
+from ..tensor import Tensor, check_float, check_kernel_dtype
 from ..validation import check_int
 
 
@@ -74,6 +74,7 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
                          f"of {num_embeddings} embeddings (expected 0 <= index < "
                          f"{num_embeddings})")
     padding_idx = normalize_padding_idx("embedding", padding_idx, num_embeddings)
+    check_kernel_dtype("embedding", weight)
     return Embedding.apply(weight, indices=indices, padding_idx=padding_idx)
 
 

@@ -3,12 +3,14 @@
 import sys
 
 from .. import functional
-from . import init, utils
+from ..missing import missing as _missing
+from . import init, parallel, utils
 from .activation import GELU, Identity, LogSoftmax, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .attention import MultiHeadAttention, MultiHeadAttentionWrapper, SelfAttention
 from .checkpoint import load
 from .container import ModuleDict, ModuleList, Sequential
 from .dropout import Dropout
+from .flatten import Flatten, Unflatten
 from .kv_cache import KVCache
 from .linear import Linear
 from .loss import (
@@ -26,6 +28,7 @@ from .mlp import SwiGLU
 from .module import IncompatibleKeys, Module, Parameter
 from .multihead_attention import MultiheadAttention
 from .normalization import LayerNorm
+from .parallel import DataParallel
 from .positional import ALiBi, RotaryEmbedding
 from .rms_norm import RMSNorm
 from .sparse import Embedding
@@ -40,15 +43,16 @@ __all__ = [
     "SelfAttention", "Sequential", "Sigmoid", "SiLU", "SmoothL1Loss", "Softmax", "SwiGLU",
     "Tanh", "TransformerBlock", "utils",
 ]
+__all__ += ["DataParallel", "Flatten", "parallel", "Unflatten"]
 
 # ``import tinyattn.nn.functional as F`` (PyTorch's path) finds the one functional package
 sys.modules[__name__ + ".functional"] = functional
 
 
 def __getattr__(name: str) -> object:
-    """A PyTorch layer that tinyattn does not have: say so clearly."""
+    """A PyTorch layer that tinyattn does not have: say so clearly, naming the caller's line."""
     if name.startswith("__"):
         raise AttributeError(name)
-    raise AttributeError(f"tinyattn has no torch.nn.{name}: tinyattn.nn covers the layers that "
-                         "attention and small-GPT code uses (see 'What runs unchanged' in the "
-                         "README)")
+    raise _missing(f"torch.nn.{name}", "tinyattn.nn covers the layers that attention and "
+                                      "small-GPT code uses (see 'What runs unchanged' in the "
+                                      "README)")

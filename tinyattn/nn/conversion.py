@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..dtypes import NoStorageDtype, get_default_dtype
 from ..tensor import Tensor, float32, float64
 
 if TYPE_CHECKING:
@@ -39,7 +40,9 @@ def check_device(owner: str, device: Any) -> None:
 
 
 def float_dtype(owner: str, dtype: Any) -> np.dtype:
-    """``dtype`` as float32 or float64 (None gives float32), or a TypeError naming ``owner``.
+    """``dtype`` as float32 or float64 (None gives the default dtype, float32), or a TypeError
+    naming ``owner``. Layers compute with the kernels, which take float32 and float64 only, so
+    float16 is refused here, and bfloat16 (which tinyattn has no storage for).
 
     Examples
     --------
@@ -47,7 +50,9 @@ def float_dtype(owner: str, dtype: Any) -> np.dtype:
     (dtype('float32'), dtype('float64'))
     """
     if dtype is None:
-        return float32
+        dtype = get_default_dtype()
+    if isinstance(dtype, NoStorageDtype):
+        raise dtype.error(owner)
     try:
         target = np.dtype(dtype)
     except TypeError:
@@ -56,7 +61,8 @@ def float_dtype(owner: str, dtype: Any) -> np.dtype:
     if target.kind != "f":
         raise TypeError(f"{owner}: expected a float dtype, got {target}")
     if target not in (float32, float64):
-        raise TypeError(f"{owner}: tinyattn computes in float32 and float64 only, got {target}")
+        raise TypeError(f"{owner}: tinyattn computes in float32 and float64 only, got {target} "
+                        "(its layers run on kernels of those dtypes)")
     return target
 
 
@@ -111,14 +117,15 @@ class ConversionMixin:
                          "(use .cpu() or leave the module where it is)")
 
     def half(self) -> Module:
-        """Refuse: tinyattn computes in float32 and float64 only."""
+        """Refuse: tinyattn's layers compute in float32 and float64 only (float16 tensors exist
+        for elementwise ops; the kernels of matmul, softmax, layer_norm … refuse them)."""
         raise TypeError("Module.half: tinyattn computes in float32 and float64 only, got "
-                        "float16")
+                        "float16 (its layers run on kernels of those dtypes)")
 
     def bfloat16(self) -> Module:
-        """Refuse: tinyattn computes in float32 and float64 only."""
-        raise TypeError("Module.bfloat16: tinyattn computes in float32 and float64 only, got "
-                        "bfloat16")
+        """Refuse: tinyattn has no bfloat16 storage."""
+        raise TypeError("Module.bfloat16: tinyattn has no bfloat16 storage; its layers compute "
+                        "in float32 and float64")
 
 
 def _parse_to_arguments(args: tuple, kwargs: dict[str, Any]) -> tuple[Any, Any]:

@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ..tensor import Tensor, _to_array, float32
+from ..dtypes import get_default_dtype
+from ..tensor import Tensor, _to_array
 from .conversion import ConversionMixin, check_device, float_dtype
 from .state import IncompatibleKeys, StateDictMixin
 
@@ -38,7 +39,7 @@ class Parameter(Tensor):
 
     def __init__(self, data: Any = None, requires_grad: bool = True):
         if data is None:
-            data = np.empty(0, dtype=float32)
+            data = np.empty(0, dtype=get_default_dtype())
         super().__init__(_to_array(data), requires_grad=requires_grad)
 
     def __repr__(self) -> str:

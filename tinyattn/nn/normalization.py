@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..dtypes import get_default_dtype
 from ..functional import layer_norm
 from ..functional.normalization import normalized_shape_tuple
 from ..tensor import Tensor
@@ -42,9 +43,9 @@ class LayerNorm(Module):
         self.elementwise_affine = bool(elementwise_affine)
         self.weight = self.bias = None
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
+            self.weight = Parameter(np.ones(self.normalized_shape, get_default_dtype()))
             if bias:
-                self.bias = Parameter(np.zeros(self.normalized_shape, np.float32))
+                self.bias = Parameter(np.zeros(self.normalized_shape, get_default_dtype()))
 
     def forward(self, input: Tensor) -> Tensor:
         return layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)

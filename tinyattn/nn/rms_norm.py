@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from ..dtypes import get_default_dtype
 from ..functional.normalization import normalized_shape_tuple
 from ..functional.rms_norm import rms_norm
 from ..tensor import Tensor
@@ -40,7 +41,7 @@ class RMSNorm(Module):
         self.elementwise_affine = bool(elementwise_affine)
         self.weight = None
         if elementwise_affine:
-            self.weight = Parameter(np.ones(self.normalized_shape, np.float32))
+            self.weight = Parameter(np.ones(self.normalized_shape, get_default_dtype()))
 
     def forward(self, input: Tensor) -> Tensor:
         return rms_norm(input, self.normalized_shape, self.weight, self.eps)

@@ -12,10 +12,9 @@ from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError, ShapeError
 from ..kernels.matmul import matmul as matmul_kernel
 from ..tables import shape_text
-from ..tensor import Tensor, check_tensor, from_numpy
+from ..tensor import Tensor, check_kernel_dtype, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_same_dtype
 from .notation import factor, right, transpose
-
 
 _KERNEL_MACS = 4096
 """Float products of fewer multiply-adds than this run on numpy's matmul: for them the call
@@ -107,6 +106,7 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
         raise ShapeError(f"matmul: both operands need at least 1 dim, got {input.shape} "
                          f"and {other.shape}")
     check_same_dtype("matmul", input=input, other=other)
+    check_kernel_dtype("matmul", input)
     if input.dtype.kind == "b" and input.ndim == other.ndim == 1:
         raise DTypeError("matmul: the dot product of two bool vectors is not supported")
     inner_a = input.shape[-1]

@@ -49,4 +49,4 @@ def floating(op: str, x: Any) -> Tensor:
     """A tensor input of a float function: bool and integers become the default float dtype."""
     if not isinstance(x, Tensor):
         raise TypeError(f"{op}: expected a Tensor, got {type(x).__name__}")
-    return x if x.dtype.kind == "f" else to_dtype(x, dtypes.DEFAULT_FLOAT)
+    return x if x.dtype.kind == "f" else to_dtype(x, dtypes.get_default_dtype())

@@ -23,7 +23,7 @@ from ..kernels.softmax import (
     softmax_backward,
     softmax_forward,
 )
-from ..tensor import Tensor, check_tensor, from_numpy
+from ..tensor import Tensor, check_kernel_dtype, check_tensor, from_numpy
 from ..validation import normalize_dim
 from .notation import operand
 
@@ -98,6 +98,7 @@ def _checked(op: str, x: Tensor, dim: int | None, dtype: object) -> tuple[Tensor
     if x.dtype.kind != "f" and x.numel():
         raise DTypeError(f"{op}: expected a floating point tensor, got dtype {x.dtype} (PyTorch "
                          "has no integer softmax either; use .float() first)")
+    check_kernel_dtype(op, x)
     return x, normalize_dim(op, dim, x.ndim) if x.ndim else 0
 
 

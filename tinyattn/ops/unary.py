@@ -15,7 +15,7 @@ import numpy as np
 
 from ..autograd import Context, Function
 from ..creation import zeros_like
-from ..dtypes import DEFAULT_FLOAT, as_dtype, result_type
+from ..dtypes import as_dtype, get_default_dtype, result_type
 from ..errors import DTypeError
 from ..kernels.special import erf as erf_kernel
 from ..tensor import Tensor, from_numpy
@@ -326,6 +326,8 @@ class Erf(Function):
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
+        if x.dtype == np.float16:  # the kernel takes float32 and float64: compute in float32
+            return from_numpy(erf_kernel(x.numpy().astype(np.float32)).astype(np.float16))
         return from_numpy(erf_kernel(x.numpy()))
 
     @staticmethod
@@ -501,7 +503,7 @@ def clamp(input: Tensor, min: float | None = None, max: float | None = None) -> 
     dtype = result_type(input, *bounds)
     if dtype.kind == "b":
         dtype = np.dtype(np.int64) if all(float(b).is_integer() for b in bounds) else \
-            DEFAULT_FLOAT
+            get_default_dtype()
     return Clamp.apply(cast(input, dtype), low, high)
 
 

@@ -27,3 +27,13 @@ __all__ = [
     "SGD", "Adam", "AdamW", "CosineAnnealingLR", "CosineWarmup", "LambdaLR", "LinearLR",
     "Optimizer", "StepLR", "cosine_warmup_lr", "lr_scheduler",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """A PyTorch optimizer tinyattn does not have: say so clearly, naming the caller's line."""
+    if name.startswith("__"):
+        raise AttributeError(name)
+    from ..missing import missing
+
+    raise missing(f"torch.optim.{name}", "tinyattn.optim has SGD, Adam, AdamW and the "
+                                         "schedulers in lr_scheduler")

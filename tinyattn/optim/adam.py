@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels.adamw import adamw_step
-from ..tensor import Tensor
+from ..tensor import Tensor, check_kernel_dtype
 from ..validation import check_number
 from .optimizer import Optimizer
 
@@ -69,9 +69,15 @@ class Adam(Optimizer):
     weight_decay : float, default 0
     amsgrad : bool, default False
     foreach, fused : bool or None
-        Accepted for PyTorch compatibility (they pick an implementation there); no effect.
+        PyTorch's choice of implementation (a loop per tensor, one call per list, or one fused
+        kernel, all with the same arithmetic). tinyattn's update is always one fused kernel
+        (numpy with amsgrad), so any value runs it; both True together is refused, as in
+        PyTorch.
     maximize : bool, default False
         Ascend the objective instead of descending it.
+    capturable, differentiable : bool, default False
+        ``True`` is refused: capturable is for CUDA graphs (PyTorch's CPU refuses it too), and
+        tinyattn's update is not differentiable.
     decoupled_weight_decay : bool, default False
         Decay the weights directly, which makes this optimizer AdamW.
 
@@ -94,10 +100,12 @@ class Adam(Optimizer):
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0, amsgrad: bool = False, *,
-                 foreach: bool | None = None, maximize: bool = False,
-                 fused: bool | None = None, decoupled_weight_decay: bool = False) -> None:
+                 foreach: bool | None = None, maximize: bool = False, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None,
+                 decoupled_weight_decay: bool = False) -> None:
         defaults = dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay, amsgrad=amsgrad,
-                        foreach=foreach, maximize=maximize, fused=fused,
+                        foreach=foreach, maximize=maximize, capturable=capturable,
+                        differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
 
@@ -118,6 +126,15 @@ class Adam(Optimizer):
         for index, beta in enumerate(betas):
             if not 0.0 <= check_number(name, f"betas[{index}]", beta) < 1.0:
                 raise ValueError(f"{name}: betas[{index}] must be in [0, 1), got {beta}")
+        if group.get("fused") and group.get("foreach"):
+            raise RuntimeError(f"{name}: fused and foreach cannot both be True (as in PyTorch)")
+        if group.get("capturable"):
+            raise ValueError(f"{name}: capturable=True is for CUDA graphs, which tinyattn (on "
+                             "the CPU) does not have; PyTorch refuses it for CPU parameters too")
+        if group.get("differentiable"):
+            raise ValueError(f"{name}: differentiable=True is not supported: tinyattn's update "
+                             "runs outside autograd (differentiate through a step written with "
+                             "tensor ops instead)")
 
     def _update(self, group: dict[str, Any], params: list[Tensor],
                 grads: list[np.ndarray]) -> None:
@@ -149,6 +166,8 @@ class Adam(Optimizer):
             batches.setdefault(state["step"], []).append((param, grad))
         options = (float(group["lr"]), float(beta1), float(beta2), float(group["eps"]),
                    float(group["weight_decay"]), bool(group["decoupled_weight_decay"]))
+        if not amsgrad:
+            check_kernel_dtype(type(self).__name__, *params)
         for step, batch in batches.items():
             states = [self.state[param] for param, _ in batch]
             batch_grads = [grad for _, grad in batch]
@@ -187,8 +206,9 @@ class AdamW(Adam):
     def __init__(self, params: Iterable[Tensor] | Iterable[dict[str, Any]], lr: float = 1e-3,
                  betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.01, amsgrad: bool = False, *,
-                 maximize: bool = False, foreach: bool | None = None,
-                 fused: bool | None = None) -> None:
+                 maximize: bool = False, foreach: bool | None = None, capturable: bool = False,
+                 differentiable: bool = False, fused: bool | None = None) -> None:
         super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-                         amsgrad=amsgrad, foreach=foreach, maximize=maximize, fused=fused,
+                         amsgrad=amsgrad, foreach=foreach, maximize=maximize,
+                         capturable=capturable, differentiable=differentiable, fused=fused,
                          decoupled_weight_decay=True)
