@@ -1,5 +1,8 @@
-"""Shared fixtures: every test must leave grad mode and anomaly detection as it found them."""
+"""Shared fixtures: every test must leave grad mode and anomaly detection as it found them, and
+gets print options (numpy's and tinyattn's) reset after it, since examples run in-process set
+them."""
 
+import numpy as np
 import pytest
 from hypothesis import settings
 
@@ -9,6 +12,14 @@ from tinyattn import autograd
 # numba compiles on first call, so no example may be timed out for being the first.
 settings.register_profile("tinyattn", deadline=None, max_examples=25, derandomize=True)
 settings.load_profile("tinyattn")
+
+
+@pytest.fixture(autouse=True)
+def _print_options_are_reset():
+    numpy_options = np.get_printoptions()
+    yield
+    np.set_printoptions(**numpy_options)
+    ta.set_printoptions(profile="default")
 
 
 @pytest.fixture(autouse=True)

@@ -8,9 +8,9 @@ on (the rule) — and the gradients must agree to float64 rounding.
 
 import numpy as np
 import pytest
+import tinyattn.nn.functional as F
 
 import tinyattn as ta
-import tinyattn.nn.functional as F
 
 RNG = np.random.default_rng(0)
 

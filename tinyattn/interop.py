@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from .models import TransformerLM, TransformerLMConfig
-from .nn import MultiheadAttention, MultiHeadAttention
+from .nn import MultiHeadAttention, MultiheadAttention
 from .nn.transformer import swiglu_hidden
 from .ops import cat
 from .tensor import from_numpy

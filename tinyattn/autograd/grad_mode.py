@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+
 class _State(threading.local):
     """The two flags, per thread (a new thread starts with grad mode on, anomaly mode off)."""
 

@@ -24,11 +24,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from ..autograd import Context
+from ..autograd import Context, ReleasedInput
 from ..autograd.engine import nodes_towards
 from ..nn.module import Module
 from ..tables import shape_text
-from ..autograd import ReleasedInput
 from ..tensor import Tensor
 from .graph import consumers, graph_nodes, graph_target
 
