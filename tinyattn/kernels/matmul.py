@@ -22,13 +22,11 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   AVX2 or SSE 6 × 2 (12 accumulators, 12 FMAs per 8 loads). Vectors are the unit's full width:
   numba's functions carry no ``min-legal-vector-width``, so LLVM keeps 512-bit vectors whole on
   every AVX-512 CPU it knows (``vector_unit`` asks LLVM, and would report 32 bytes for a target
-  that splits them). Measured on a 2-core AMD EPYC (znver4, whose 512-bit FMAs run as two
-  256-bit halves) at one thread, each tile interleaved with numpy in one process over two
-  runs: 6 × 4 zmm reached 0.84–1.23× OpenBLAS on the W1 shapes (0.65–0.76× on the 64
-  products 64×32·32×64, which OpenBLAS runs near its peak); the same register budget in
-  256-bit vectors (6 × 4 ymm) was 1–24% slower, the AVX2 tile 6 × 2 ymm 5–44% slower, and none
-  of 14 × 2, 12 × 2, 8 × 3 or 4 × 4 zmm was more than 7% faster on any shape while each was
-  10–46% slower on some (tables in ``benchmarks/results_matmul.md``).
+  that splits them). The same register budget in half-width vectors, the AVX2 tile and other
+  shapes that fit (14 × 2, 12 × 2, 8 × 3, 4 × 4) were each slower on some shapes and not
+  clearly faster on any, even on a CPU whose 512-bit FMAs run as two 256-bit halves (the
+  measurements behind this choice are in ``benchmarks/results_matmul.md``, "measurements
+  behind the kernel's design choices").
 * **Operands read in place; B packed only when it must be.** A is never copied: the tile
   broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from ``a[p, i]`` of a
   transposed view (autograd's ``Xᵀ @ g``; :func:`~.simd.tile_update_t`), one value at a time
@@ -36,15 +34,10 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   ``NR``, at any size: the tile loads ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a
   transposed view such as the Linear forward's ``x @ Wᵀ``, or a ragged last column of tiles)
   :func:`_pack_b` copies B once into zero-padded panels ``(N/NR, K, NR)`` starting on a cache
-  line, reading it in its own memory order. Copies cost far more per value than an FMA, so
-  they weigh most on small products. Measured on the AVX-512 EPYC (znver4), in one process
-  alternating the two, median of 40 calls: reading a row-major B in place instead of packing
-  it took 0.50× the time of ``Xᵀ @ g`` with ``X`` 1024×128 and ``g`` 1024×384 (float32, 2
-  threads; 0.74–0.78× at one thread), 0.79–0.90× on 512³, 0.64–0.78× with a B of 8–16 MiB
-  (2048 or 4096 columns), and 0.94–1.15× on 1024³ in float64, the one shape where packing was
-  not slower. (On an earlier AVX2 EPYC, packing a B of 8–16 MiB had been 8–15% faster, and B
-  was packed above half of L2.) Copying A first (into a k-major layout) made the W1 products
-  4–57% slower.
+  line, reading it in its own memory order. A copy costs far more per value than an FMA, so it
+  weighs most on small products: packing a row-major B was slower than reading it in place on
+  every shape measured but one, where the two were on a par, Bs of several MiB included, and
+  copying A into a k-major layout was slower too (``benchmarks/results_matmul.md``).
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
@@ -55,9 +48,8 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   ``_B_PANELS_PER_TASK`` = 4 micro-panels of ``kc × NR``, once per tile row, so that block is
   sized to half of L2, with ``kc`` short enough for the tile's slice of A (``MR × kc``) to fit
   L1; ``k`` is cut into equal blocks of at most ``kc``. With a 1 MiB L2 that is ``kc`` = 512
-  for both dtypes. Measured here at one thread (interleaved in one process, shapes with
-  ``K`` ≥ 512): 512 × 4 panels was 0–11% faster than 256 × 8 and −4% to +9% against
-  1024 × 2.
+  for both dtypes; shorter blocks with more panels were slower and longer ones with fewer not
+  consistently faster (``benchmarks/results_matmul.md``).
 * **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
