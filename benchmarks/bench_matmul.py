@@ -217,13 +217,14 @@ def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
     """Name → source of each variant of the kernel module (imports made absolute)."""
     source = KERNEL.read_text().replace("from .cpu import", "from tinyattn.kernels.cpu import")
     source = source.replace("from .parallel import", "from tinyattn.kernels.parallel import")
+    source = source.replace("from .simd import", "from tinyattn.kernels.simd import")
     for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT):
         if marker not in source:
             raise SystemExit(f"bench_matmul: the kernel no longer contains {marker!r}")
     variants = {"kernel as is": source}
     for rows, vectors, width in tiles:
         variants[f"tile {rows}×{vectors}×{8 * width}-bit"] = source.replace(
-            _TILE_LINE, f"TILE = MicroTile({rows}, {vectors}, {width})")
+            _TILE_LINE, f"TILE = TileShape({rows}, {vectors}, {width})")
     variants["B always packed"] = source.replace(_B_IN_PLACE, "    if False:")
     variants["A copied first"] = source.replace(
         _A_LAYOUT, "    a3 = np.ascontiguousarray(a3.swapaxes(1, 2)).swapaxes(1, 2)\n" + _A_LAYOUT)

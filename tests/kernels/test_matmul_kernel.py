@@ -22,12 +22,12 @@ from tinyattn.kernels.matmul import (
     MR,
     TILE,
     Blocking,
-    MicroTile,
     blocking,
     matmul,
     matmul_numpy,
     micro_tile,
 )
+from tinyattn.kernels.simd import TileShape
 
 ROOT = Path(__file__).resolve().parents[2]
 DTYPES = [np.float32, np.float64]
@@ -228,10 +228,10 @@ def test_parallel_launches_run_inside_the_kernel_section(monkeypatch):
 
 
 @pytest.mark.parametrize("registers, vector_bytes, tile", [
-    (32, 64, MicroTile(6, 4, 64)),  # AVX-512: 24 zmm accumulators, 4 B vectors, 1 broadcast
-    (32, 32, MicroTile(6, 4, 32)),
-    (16, 32, MicroTile(6, 2, 32)),  # AVX2: 12 ymm accumulators, 2 B vectors, 1 broadcast
-    (16, 16, MicroTile(6, 2, 16)),
+    (32, 64, TileShape(6, 4, 64)),  # AVX-512: 24 zmm accumulators, 4 B vectors, 1 broadcast
+    (32, 32, TileShape(6, 4, 32)),
+    (16, 32, TileShape(6, 2, 32)),  # AVX2: 12 ymm accumulators, 2 B vectors, 1 broadcast
+    (16, 16, TileShape(6, 2, 16)),
 ])
 def test_micro_tile_fills_the_register_file(registers, vector_bytes, tile):
     unit = VectorUnit("test", frozenset(), vector_bytes, registers)
@@ -244,7 +244,7 @@ def test_micro_tile_fills_the_register_file(registers, vector_bytes, tile):
 @pytest.mark.parametrize("l1, l2", [(32 << 10, 1 << 20), (48 << 10, 2 << 20),
                                     (32 << 10, 256 << 10), (4 << 10, 8 << 10)])
 @pytest.mark.parametrize("itemsize", [4, 8])
-@pytest.mark.parametrize("tile", [MicroTile(6, 4, 64), MicroTile(6, 2, 32)])
+@pytest.mark.parametrize("tile", [TileShape(6, 4, 64), TileShape(6, 2, 32)])
 def test_blocks_fit_the_caches(l1, l2, itemsize, tile):
     block = blocking(DataCaches(l1, l2), tile, itemsize)
     nr = tile.columns(itemsize)
@@ -298,6 +298,7 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
         import numpy as np
         from numba import njit
         from tinyattn.kernels import matmul as mm
+        from tinyattn.kernels import simd
         rng = np.random.default_rng(0)
         cases = [((1, 1), (1, 1)), ((5, 3), (3, 7)), ((2, 1, 9, 20), (3, 20, 4)),
                  ((33, 17), (17, 65)), ((70, 130), (130, 40)), ((3, 41, 50), (50, 31)),
@@ -312,13 +313,13 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
 
         @njit
         def load_past_row_end(x):
-            mm._tile_store(x, 0, 0, mm._tile_load(x, 0, 1), 0)
+            simd.tile_store(x, 0, 0, simd.tile_load(x, 0, 1, mm.TILE), 0)
 
         @njit
         def broadcast_past_last_row(a, b, c):
-            tile = mm._tile_zero(c)
-            tile = mm._tile_update(tile, a, 1, b, 0, 0)
-            mm._tile_store(c, 0, 0, tile, 0)
+            tile = simd.tile_zero(c, mm.TILE)
+            tile = simd.tile_update(tile, a, 1, b, 0, 0)
+            simd.tile_store(c, 0, 0, tile, 0)
 
         nr = mm.TILE.columns(4)
         for check, args in [

@@ -8,10 +8,13 @@ and how wide, depends on the CPU (16 × 32 bytes with AVX2, 32 × 64 bytes with 
 kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compiles for) and
 :func:`~tinyattn.kernels.cpu.data_caches`, never from one machine's constants:
 
-* **Register tile, outer-product form.** The innermost step (:func:`_tile_update`) holds an
-  ``MR × NR`` block of C in ``MR · vectors`` vector registers. For each ``p`` along ``k`` it
-  loads the ``vectors`` vectors ``B[p, j0:j0+NR]``, broadcasts each of the ``MR`` values
-  ``A[i0+r, p]`` and issues ``MR · vectors`` FMAs; no horizontal reduction ever.
+* **Register tile, outer-product form.** The innermost step holds an ``MR × NR`` block of C
+  in ``MR · vectors`` vector registers: the register tile of :mod:`.simd`, with geometry
+  :data:`TILE`. For each ``p`` along ``k`` it loads the ``vectors`` vectors
+  ``B[p, j0:j0+NR]``, broadcasts each of the ``MR`` values ``A[i0+r, p]`` and issues
+  ``MR · vectors`` FMAs (:func:`~.simd.tile_update`); no horizontal reduction ever. (Why the
+  tile is an LLVM value of its own rather than a loop left to the vectoriser, and how its
+  loads and stores are bounds-checked, is told in :mod:`.simd`.)
   :func:`micro_tile` picks the shape by rule: accumulators + B vectors + one broadcast
   register within the register file, ``vectors`` a power of two (``NR`` then divides the
   power-of-two widths of models), and the most FMAs per value loaded. With AVX-512 that is
@@ -19,36 +22,22 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   AVX2 or SSE 6 × 2 (12 accumulators, 12 FMAs per 8 loads). Vectors are the unit's full width:
   numba's functions carry no ``min-legal-vector-width``, so LLVM keeps 512-bit vectors whole on
   every AVX-512 CPU it knows (``vector_unit`` asks LLVM, and would report 32 bytes for a target
-  that splits them). Measured on a 2-core AMD EPYC (znver4, whose 512-bit FMAs run as two
-  256-bit halves) at one thread, each tile interleaved with numpy in one process over two
-  runs: 6 × 4 zmm reached 0.84–1.23× OpenBLAS on the W1 shapes (0.65–0.76× on the 64
-  products 64×32·32×64, which OpenBLAS runs near its peak); the same register budget in
-  256-bit vectors (6 × 4 ymm) was 1–24% slower, the AVX2 tile 6 × 2 ymm 5–44% slower, and none
-  of 14 × 2, 12 × 2, 8 × 3 or 4 × 4 zmm was more than 7% faster on any shape while each was
-  10–46% slower on some (tables in ``benchmarks/results_matmul.md``).
-  Numba's loop vectoriser cannot produce such a tile (the loop over ``p`` is a chain of
-  dependent updates; the SIMD dimension is the unrolled ``j``), and LLVM's SLP vectoriser only
-  partly does (it spills and keeps index checks). So the tile is an LLVM value of its own:
-  :class:`_Tile` is an array of ``<lanes x float>`` vectors that LLVM's SROA pass splits into
-  registers, and four intrinsics (:func:`_tile_zero`, :func:`_tile_load`,
-  :func:`_tile_update`, :func:`_tile_store`) are all the tile needs. They address memory
-  through numba's own item-pointer code, so ``NUMBA_BOUNDSCHECK=1`` checks every load and
-  store (both ends of each vector) like any other index.
+  that splits them). The same register budget in half-width vectors, the AVX2 tile and other
+  shapes that fit (14 × 2, 12 × 2, 8 × 3, 4 × 4) were each slower on some shapes and not
+  clearly faster on any, even on a CPU whose 512-bit FMAs run as two 256-bit halves (the
+  measurements behind this choice are in ``benchmarks/results_matmul.md``, "measurements
+  behind the kernel's design choices").
 * **Operands read in place; B packed only when it must be.** A is never copied: the tile
   broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from ``a[p, i]`` of a
-  transposed view (autograd's ``Xᵀ @ g``), one value at a time either way. B is read in place
-  when its rows are contiguous and ``N`` is a multiple of ``NR``: the tile loads
-  ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a transposed view such as the Linear
-  forward's ``x @ Wᵀ``, or a ragged last column of tiles) :func:`_pack_b` copies B once into
-  zero-padded panels ``(N/NR, K, NR)`` starting on a cache line, reading it in its own memory
-  order. Copies cost far more per value than an FMA, so they weigh most on small products.
-  Measured on the AVX-512 EPYC (znver4), in one process alternating the two, median of 40
-  calls: reading a row-major B in place instead of packing it took 0.50× the time of
-  ``Xᵀ @ g`` with ``X`` 1024×128 and ``g`` 1024×384 (float32, 2 threads; 0.74–0.78× at one
-  thread), 0.79–0.90× on 512³, 0.64–0.78× with a B of 8–16 MiB (2048 or 4096 columns), and
-  0.94–1.15× on 1024³ in float64, the one shape where packing was not slower. (On an earlier
-  AVX2 EPYC, packing a B of 8–16 MiB had been 8–15% faster, and B was packed above half of
-  L2.) Copying A first (into a k-major layout) made the W1 products 4–57% slower.
+  transposed view (autograd's ``Xᵀ @ g``; :func:`~.simd.tile_update_t`), one value at a time
+  either way. B is read in place when its rows are contiguous and ``N`` is a multiple of
+  ``NR``, at any size: the tile loads ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a
+  transposed view such as the Linear forward's ``x @ Wᵀ``, or a ragged last column of tiles)
+  :func:`_pack_b` copies B once into zero-padded panels ``(N/NR, K, NR)`` starting on a cache
+  line, reading it in its own memory order. A copy costs far more per value than an FMA, so it
+  weighs most on small products: packing a row-major B was slower than reading it in place on
+  every shape measured but one, where the two were on a par, Bs of several MiB included, and
+  copying A into a k-major layout was slower too (``benchmarks/results_matmul.md``).
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
@@ -59,9 +48,8 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   ``_B_PANELS_PER_TASK`` = 4 micro-panels of ``kc × NR``, once per tile row, so that block is
   sized to half of L2, with ``kc`` short enough for the tile's slice of A (``MR × kc``) to fit
   L1; ``k`` is cut into equal blocks of at most ``kc``. With a 1 MiB L2 that is ``kc`` = 512
-  for both dtypes. Measured here at one thread (interleaved in one process, shapes with
-  ``K`` ≥ 512): 512 × 4 panels was 0–11% faster than 256 × 8 and −4% to +9% against
-  1024 × 2.
+  for both dtypes; shorter blocks with more panels were slower and longer ones with fewer not
+  consistently faster (``benchmarks/results_matmul.md``).
 * **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
@@ -97,43 +85,18 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from llvmlite import ir
-from numba import config, njit, prange, types
-from numba.core import cgutils
-from numba.extending import intrinsic, models, register_model
+from numba import config, njit, prange
 
 from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
 from .parallel import kernel_section, parallel_kernel, run_task
+from .simd import TileShape, tile_load, tile_store, tile_update, tile_update_t, tile_zero
 
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
 _B_PANELS_PER_TASK = 4  # micro-panels in a task's block of B (see blocking)
 
 
-@dataclass(frozen=True)
-class MicroTile:
-    """Shape of the block of C that the innermost loop keeps in vector registers.
-
-    Attributes
-    ----------
-    rows : int
-        ``MR``: rows of C per tile, one broadcast value of A each.
-    vectors : int
-        Vectors of C per tile row; the tile is ``vectors · lanes`` columns wide (``NR``).
-    vector_bytes : int
-        Width of those vectors.
-    """
-
-    rows: int
-    vectors: int
-    vector_bytes: int
-
-    def columns(self, itemsize: int) -> int:
-        """``NR``: columns of C per tile, for values of ``itemsize`` bytes."""
-        return self.vectors * self.vector_bytes // itemsize
-
-
-def micro_tile(unit: VectorUnit) -> MicroTile:
+def micro_tile(unit: VectorUnit) -> TileShape:
     """The register tile for ``unit``: the most FMAs per value loaded that fit its registers.
 
     Each step along ``k`` loads ``vectors`` vectors of B and broadcasts ``rows`` values of A,
@@ -147,16 +110,16 @@ def micro_tile(unit: VectorUnit) -> MicroTile:
     --------
     >>> from tinyattn.kernels.cpu import VectorUnit
     >>> micro_tile(VectorUnit("x", frozenset(), 64, 32))  # AVX-512: 6 × 4 zmm
-    MicroTile(rows=6, vectors=4, vector_bytes=64)
+    TileShape(rows=6, vectors=4, vector_bytes=64)
     >>> micro_tile(VectorUnit("x", frozenset(), 32, 16))  # AVX2: 6 × 2 ymm
-    MicroTile(rows=6, vectors=2, vector_bytes=32)
+    TileShape(rows=6, vectors=2, vector_bytes=32)
     """
-    best, best_score = MicroTile(1, 1, unit.vector_bytes), 0.0
+    best, best_score = TileShape(1, 1, unit.vector_bytes), 0.0
     vectors = 1
     while vectors < unit.registers:
         rows = (unit.registers - 1 - vectors) // vectors
         if rows >= 1 and rows * vectors / (rows + vectors) > best_score:
-            best, best_score = MicroTile(rows, vectors, unit.vector_bytes), \
+            best, best_score = TileShape(rows, vectors, unit.vector_bytes), \
                 rows * vectors / (rows + vectors)
         vectors *= 2
     return best
@@ -179,7 +142,7 @@ class Blocking:
     nc_panels: int
 
 
-def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
+def blocking(caches: DataCaches, tile: TileShape, itemsize: int) -> Blocking:
     """Blocking for a core with ``caches``, ``tile`` and values of ``itemsize`` bytes.
 
     A task's block of B is ``_B_PANELS_PER_TASK`` micro-panels of ``kc × NR`` that together
@@ -189,7 +152,7 @@ def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
     Examples
     --------
     >>> from tinyattn.kernels.cpu import DataCaches
-    >>> blocking(DataCaches(32 * 1024, 1024 * 1024), MicroTile(6, 4, 64), 4)
+    >>> blocking(DataCaches(32 * 1024, 1024 * 1024), TileShape(6, 4, 64), 4)
     Blocking(kc=512, nc_panels=4)
     """
     panel_row = tile.columns(itemsize) * itemsize  # bytes of B per k and micro-panel
@@ -198,6 +161,7 @@ def blocking(caches: DataCaches, tile: MicroTile, itemsize: int) -> Blocking:
     return Blocking(max(16, kc), _B_PANELS_PER_TASK)
 
 
+# The register tile of the product (a compile-time constant of the jitted code) and its rows.
 TILE = micro_tile(vector_unit())
 MR = TILE.rows
 _TILE_ROW_BYTES = TILE.vectors * TILE.vector_bytes  # NR · itemsize
@@ -360,156 +324,6 @@ def _pack(task, b, packed, by_columns):
         run_task(task, b, packed, by_columns, np.int64(index))
 
 
-class _Tile(types.Type):
-    """The ``MR × NR`` block of C in registers: ``MR · vectors`` SIMD vectors of one dtype."""
-
-    def __init__(self, dtype):
-        self.dtype = dtype
-        self.lanes = TILE.vector_bytes * 8 // dtype.bitwidth
-        super().__init__(name=f"Tile({dtype}, {TILE.rows}x{TILE.vectors}x{self.lanes})")
-
-
-@register_model(_Tile)
-class _TileModel(models.PrimitiveModel):
-    """An LLVM array of vectors; LLVM's SROA pass gives each element a register of its own."""
-
-    def __init__(self, dmm, fe_type):
-        element = ir.FloatType() if fe_type.dtype == types.float32 else ir.DoubleType()
-        vector = ir.VectorType(element, fe_type.lanes)
-        super().__init__(dmm, fe_type, ir.ArrayType(vector, TILE.rows * TILE.vectors))
-
-
-def _is_float_matrix(array) -> bool:
-    return (isinstance(array, types.Array) and array.ndim == 2 and array.layout == "C"
-            and array.dtype in (types.float32, types.float64))
-
-
-def _plus(builder, value, constant: int):
-    return builder.add(value, ir.Constant(value.type, constant))
-
-
-def _item_pointer(context, builder, array_type, array, i, j):
-    """Pointer to ``array[i, j]``, bounds-checked when numba's boundscheck is on."""
-    view = context.make_array(array_type)(context, builder, array)
-    return cgutils.get_item_pointer(context, builder, array_type, view, [i, j],
-                                    wraparound=False, boundscheck=context.enable_boundscheck)
-
-
-def _vector_pointers(context, builder, array_type, array, i0, j0, rows, lanes):
-    """Pointers to the vectors ``array[i0 + r, j0 + v·lanes : j0 + (v+1)·lanes]``.
-
-    In order ``(r, v)`` for ``r < rows``, ``v < TILE.vectors``. Under boundscheck the block's
-    last element is checked as well as each vector's first, which covers every lane.
-    """
-    vector_pointer = ir.VectorType(context.get_value_type(array_type.dtype), lanes).as_pointer()
-    if context.enable_boundscheck:
-        _item_pointer(context, builder, array_type, array, _plus(builder, i0, rows - 1),
-                      _plus(builder, j0, TILE.vectors * lanes - 1))
-    pointers = []
-    for r in range(rows):
-        for v in range(TILE.vectors):
-            item = _item_pointer(context, builder, array_type, array, _plus(builder, i0, r),
-                                 _plus(builder, j0, v * lanes))
-            pointers.append(builder.bitcast(item, vector_pointer))
-    return pointers
-
-
-@intrinsic
-def _tile_zero(typingctx, c):
-    """A tile of zeros of ``c``'s dtype."""
-    if not _is_float_matrix(c):
-        return None
-    tile = _Tile(c.dtype)
-
-    def codegen(context, builder, signature, args):
-        return ir.Constant(context.get_value_type(tile), None)
-
-    return tile(c), codegen
-
-
-@intrinsic
-def _tile_load(typingctx, c, i0, j0):
-    """The tile ``c[i0:i0+MR, j0:j0+NR]``."""
-    if not _is_float_matrix(c):
-        return None
-    tile = _Tile(c.dtype)
-
-    def codegen(context, builder, signature, args):
-        value = ir.Constant(context.get_value_type(tile), ir.Undefined)
-        pointers = _vector_pointers(context, builder, c, *args, TILE.rows, tile.lanes)
-        for slot, pointer in enumerate(pointers):
-            vector = builder.load(pointer, align=c.dtype.bitwidth // 8)
-            value = builder.insert_value(value, vector, slot)
-        return value
-
-    return tile(c, i0, j0), codegen
-
-
-@intrinsic
-def _tile_store(typingctx, c, i0, j0, tile, first):
-    """``c[i0+r, j0:j0+NR] = tile[r]`` for the rows ``first <= r < MR`` of the tile."""
-    if not _is_float_matrix(c) or tile != _Tile(c.dtype) or not isinstance(first, types.Integer):
-        return None
-
-    def codegen(context, builder, signature, args):
-        pointers = _vector_pointers(context, builder, c, *args[:3], TILE.rows, tile.lanes)
-        first_row = context.cast(builder, args[4], first, types.intp)
-        for r in range(TILE.rows):
-            wanted = builder.icmp_signed("<=", first_row, ir.Constant(first_row.type, r))
-            with builder.if_then(wanted, likely=True):
-                for v in range(TILE.vectors):
-                    slot = r * TILE.vectors + v
-                    builder.store(builder.extract_value(args[3], slot), pointers[slot],
-                                  align=c.dtype.bitwidth // 8)
-
-    return types.void(c, i0, j0, tile, first), codegen
-
-
-def _rank_one_update(a_transposed: bool):
-    """Intrinsic ``tile + A[i0:i0+MR, p] ⊗ b[p, j0:j0+NR]``, ``MR · vectors`` FMAs.
-
-    ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` for ``a_transposed``. The ``vectors`` vectors
-    of ``b``'s row ``p`` are loaded once; each value of A is broadcast to all lanes and
-    multiply-added with each of them.
-    """
-
-    def typer(typingctx, tile, a, i0, b, j0, p):
-        if not (isinstance(tile, _Tile) and _is_float_matrix(a) and a == b
-                and a.dtype == tile.dtype):
-            return None
-
-        def codegen(context, builder, signature, args):
-            value, a_array, row0, b_array, column0, step = args
-            vector_type = ir.VectorType(context.get_value_type(a.dtype), tile.lanes)
-            b_vectors = [builder.load(pointer, align=a.dtype.bitwidth // 8) for pointer in
-                         _vector_pointers(context, builder, b, b_array, step, column0, 1,
-                                          tile.lanes)]
-            undefined = ir.Constant(vector_type, ir.Undefined)
-            every_lane = ir.Constant(ir.VectorType(ir.IntType(32), tile.lanes), None)
-            for r in range(TILE.rows):
-                i = _plus(builder, row0, r)
-                pointer = _item_pointer(context, builder, a, a_array,
-                                        *((step, i) if a_transposed else (i, step)))
-                first_lane = builder.insert_element(undefined, builder.load(pointer),
-                                                    ir.Constant(ir.IntType(32), 0))
-                a_vector = builder.shuffle_vector(first_lane, undefined, every_lane)
-                for v, b_vector in enumerate(b_vectors):
-                    slot = r * TILE.vectors + v
-                    product = builder.fmul(a_vector, b_vector, flags=("contract",))
-                    total = builder.fadd(product, builder.extract_value(value, slot),
-                                         flags=("contract",))
-                    value = builder.insert_value(value, total, slot)
-            return value
-
-        return tile(tile, a, i0, b, j0, p), codegen
-
-    return intrinsic(typer)
-
-
-_tile_update = _rank_one_update(a_transposed=False)
-_tile_update_t = _rank_one_update(a_transposed=True)
-
-
 @njit(cache=True)
 def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate, first):
     """``c[ci+r, cj:cj+NR] (+)= Σ_{p0<=p<p1} A[i0+r, p] · b[p, j0:j0+NR]`` for ``first <= r < MR``.
@@ -518,14 +332,14 @@ def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate, first
     current values when ``accumulate``, else from zero; the tile stays in registers for the
     whole loop over ``p``. Rows above ``first`` are computed but not stored.
     """
-    tile = _tile_load(c, ci, cj) if accumulate else _tile_zero(c)
+    tile = tile_load(c, ci, cj, TILE) if accumulate else tile_zero(c, TILE)
     if a_transposed:
         for p in range(p0, p1):
-            tile = _tile_update_t(tile, a, i0, b, j0, p)
+            tile = tile_update_t(tile, a, i0, b, j0, p)
     else:
         for p in range(p0, p1):
-            tile = _tile_update(tile, a, i0, b, j0, p)
-    _tile_store(c, ci, cj, tile, first)
+            tile = tile_update(tile, a, i0, b, j0, p)
+    tile_store(c, ci, cj, tile, first)
 
 
 @njit(cache=True)

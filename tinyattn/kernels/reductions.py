@@ -19,10 +19,10 @@ What ``reassoc`` changes, and what it does not:
   may differ in the last bit of a float64 sum (about 1e-16 relative, far below float32's
   resolution: the float32 statistics of LayerNorm come out the same).
 
-Measured at the W3 shapes, float32, 2 threads, on an AVX-512 EPYC (znver4), median of 200
-calls, plain loops → these sums: LayerNorm ``(1024, 128)`` forward 114 → 28 µs, backward
-113–133 → 54–56 µs; cross-entropy ``(1024, 65)`` forward 138–167 → 56 µs, backward 144–146 →
-58–72 µs.
+Why bother: a row summed as one dependent chain waits on each addition's latency, and at the
+W3 shapes those waits weighed heavily in LayerNorm and cross-entropy, which became much faster
+with these sums (the measurements behind this choice are in ``benchmarks/results_kernels.md``,
+"measurements behind the kernels' design choices").
 
 Examples
 --------
