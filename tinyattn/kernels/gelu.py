@@ -64,6 +64,7 @@ from . import FLOAT_DTYPES
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
 from .inline import always_inline
 from .parallel import chunk_of, element_chunks, parallel_kernel, run_task
+from .simd import prefer_full_width
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
@@ -243,6 +244,7 @@ def _exact_gelu_slope_overload(x):
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _erf_forward_chunk(x, grad, out, n_chunks, chunk):
+    prefer_full_width()
     x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
     for i in range(x.size):
         out[i] = _exact_gelu(x[i])
@@ -250,6 +252,7 @@ def _erf_forward_chunk(x, grad, out, n_chunks, chunk):
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _erf_backward_chunk(x, grad, out, n_chunks, chunk):
+    prefer_full_width()
     x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
     out = chunk_of(out, n_chunks, chunk)
     for i in range(x.size):
@@ -258,6 +261,7 @@ def _erf_backward_chunk(x, grad, out, n_chunks, chunk):
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _tanh_forward_chunk(x, grad, out, n_chunks, chunk):
+    prefer_full_width()
     x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
     dtype = x.dtype.type
     one, two = dtype(1.0), dtype(2.0)
@@ -269,6 +273,7 @@ def _tanh_forward_chunk(x, grad, out, n_chunks, chunk):
 
 @njit(cache=True, error_model="numpy", fastmath={"contract"})
 def _tanh_backward_chunk(x, grad, out, n_chunks, chunk):
+    prefer_full_width()
     x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
     out = chunk_of(out, n_chunks, chunk)
     dtype = x.dtype.type
