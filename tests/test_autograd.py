@@ -237,3 +237,27 @@ def test_grad_mode_is_per_thread():
         worker.start()
         worker.join()
     assert seen == [True]
+
+
+def test_a_leaf_keeps_a_fresh_gradient_without_copying_it_but_never_shares_one():
+    x = ta.randn(3, 4, requires_grad=True)
+    w = ta.randn(4, 5, requires_grad=True)
+    (x @ w).sum().backward()
+    assert w.grad.numpy().base is None  # the product's own array, not a copy of it
+    # a gradient the caller passed in is copied: changing .grad leaves it alone
+    a = ta.randn(3, requires_grad=True)
+    g = ta.ones(3)
+    (a + 1).backward(g)
+    a.grad.numpy()[0] = 100.0
+    assert g.tolist() == [1.0, 1.0, 1.0]
+    # one gradient sent to two leaves (the backward of an add): two arrays
+    p, q = ta.randn(3, requires_grad=True), ta.randn(3, requires_grad=True)
+    (p + q).sum().backward()
+    assert not np.shares_memory(p.grad.numpy(), q.grad.numpy())
+    # a hook that keeps the gradient it sees keeps its own values
+    seen = []
+    r = ta.randn(3, requires_grad=True)
+    r.register_hook(lambda grad: seen.append(grad))
+    (r * 2.0).sum().backward()
+    r.grad.numpy()[0] = -1.0
+    assert seen[0].tolist() == [2.0, 2.0, 2.0]

@@ -363,6 +363,8 @@ def test_the_training_script_is_valid_pytorch(project):
     ("import torch\ntorch.backends.cuda.matmul.allow_tf23 = True\n",
      "AttributeError: tinyattn has no torch.backends.cuda.matmul.allow_tf23 (bad.py:2): "),
     ("import helper\n", "AttributeError: tinyattn has no torch.einsum (helper.py:2): "),
+    ("import torch\nx = torch.ones(2)\nx.frobnicate()\n",
+     "AttributeError: tinyattn has no torch.Tensor.frobnicate (bad.py:3): "),
 ])
 def test_a_missing_name_fails_at_the_line_that_uses_it(tmp_path, body, last_line):
     write(tmp_path / "helper.py", "import torch\ny = torch.einsum\n")

@@ -14,13 +14,3 @@ class ShapeError(ValueError, RuntimeError):
 
 class DTypeError(TypeError, RuntimeError):
     """A dtype that does not fit: Python's ``TypeError``, and also PyTorch's ``RuntimeError``."""
-
-
-def caller_location() -> str:
-    """`` (file.py:27)``: the line of the user's code that led here (the first frame outside
-    tinyattn and the import machinery), for errors about a missing name; ``''`` when there is
-    none or that code is not in a file (``<string>``, a doctest)."""
-    from .missing import location, user_frame
-
-    where = location(user_frame(1))
-    return f" ({where})" if where else ""

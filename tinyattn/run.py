@@ -223,7 +223,32 @@ def _trim(error: BaseException, seen: set[int] | None = None) -> None:
             _trim(chained, seen)
 
 
+def _tensor_method_missing(error: BaseException) -> BaseException:
+    """A script's ``x.einsum(...)`` on a tinyattn tensor: Python's own ``'Tensor' object has no
+    attribute 'einsum'`` becomes the message a missing module attribute gets, with the script's
+    line. (Tensor itself has no ``__getattr__``: with one, every attribute read of every tensor
+    would go through it, three to four times slower.)"""
+    from .tensor import Tensor
+
+    if not isinstance(error, AttributeError) or not isinstance(getattr(error, "obj", None),
+                                                               Tensor):
+        return error
+    name = getattr(error, "name", None)
+    if not name or name.startswith("_"):
+        return error
+    tb, frame = error.__traceback__, None
+    while tb is not None:  # the innermost frame of the script's own code
+        if not tb.tb_frame.f_code.co_filename.startswith(_PACKAGE):
+            frame = tb.tb_frame
+        tb = tb.tb_next
+    explained = AttributeError(message(f"torch.Tensor.{name}", _EXPLANATION, frame))
+    explained.__traceback__ = error.__traceback__
+    explained.__cause__, explained.__context__ = error.__cause__, error.__context__
+    return explained
+
+
 def _report(error: BaseException) -> None:
+    error = _tensor_method_missing(error)
     _trim(error)
     sys.stdout.flush()
     traceback.print_exception(type(error), error, error.__traceback__, file=sys.stderr)

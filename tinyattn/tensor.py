@@ -26,7 +26,7 @@ from . import autograd, dtypes, tensor_methods
 from .autograd import function
 from .devices import CPU, check_device, device
 from .dtypes import float32, float64, int64
-from .errors import DTypeError, ShapeError, caller_location
+from .errors import DTypeError, ShapeError
 from .tensor_methods import TensorMethods
 from .validation import normalize_dim
 
@@ -326,11 +326,18 @@ class Tensor(TensorMethods):
         autograd.backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph,
                           inputs=inputs)
 
-    def _accumulate_grad(self, grad: Tensor) -> None:
+    def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
+        """Add ``grad`` into ``.grad``. A first gradient is copied, unless the engine says
+        nothing else can see its array (``owned``): then, as PyTorch does, ``.grad`` takes
+        that array as it is."""
         if grad.requires_grad:  # create_graph: keep the graph of the gradient
             self._grad = grad if self._grad is None else self._grad + grad
         elif self._grad is None:
-            self._grad = Tensor._from_op(np.array(grad._data, dtype=self.dtype, copy=True), None)
+            array = grad._data
+            if not (owned and array.base is None and array.dtype == self.dtype
+                    and array.flags.c_contiguous and array.flags.writeable):
+                array = np.array(array, dtype=self.dtype, copy=True)
+            self._grad = Tensor._from_op(array, None)
         else:  # in place, as PyTorch: the .grad tensor keeps its identity (and any grad_fn)
             self._grad._data += grad._data
 
@@ -446,14 +453,6 @@ class Tensor(TensorMethods):
         return _ops.ne(self, other)
 
     __hash__ = object.__hash__
-
-    def __getattr__(self, name: str) -> Any:
-        # Reached only when normal lookup fails: a PyTorch method tinyattn does not have.
-        if name.startswith("_"):
-            raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
-        raise AttributeError(f"tinyattn has no torch.Tensor.{name}{caller_location()}: its "
-                             "Tensor covers the methods attention and small-GPT code uses (see "
-                             "'What runs unchanged' in the README)")
 
     @property
     def T(self) -> Tensor:

@@ -17,6 +17,7 @@ recorded and can be differentiated again (Hessian-vector products, gradient pena
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -187,8 +188,14 @@ def run_backward(
                                        target_of_node, captured)
                 if target_of_node and id(node) not in propagate:
                     continue
-            input_grads = _call_backward(node, grads)
+            if node.materialize_grads and None in grads:
+                grads = _materialized(node, grads)
+            input_grads = node.fn.backward(node, *grads)
+            if type(input_grads) is not tuple:
+                input_grads = (input_grads,)
             edges, needs, inputs = node.edges, node.needs_input_grad, node.inputs
+            if len(input_grads) != len(needs):
+                _check_count(node, input_grads)
             sent = [None] * len(edges) if on_node is not None else None
             for i, edge in enumerate(edges):
                 g = input_grads[i]
@@ -222,7 +229,8 @@ def run_backward(
                 on_node(node, tuple(None if g is None else g._data for g in grads), tuple(sent))
             if not retain_graph:
                 node.free()
-        for tensor, grad in leaf_grads.values():
+        while leaf_grads:
+            _, (tensor, grad) = leaf_grads.popitem()
             if tensor._hooks:
                 grad = _run_hooks(tensor._hooks, grad)
             if targets is not None:
@@ -231,7 +239,10 @@ def run_backward(
                     if accumulate:
                         tensor._accumulate_grad(grad)
             elif accumulate:
-                tensor._accumulate_grad(grad)
+                # no one else holds this gradient or its memory (only the local name and the
+                # argument of getrefcount do): the leaf may keep the array instead of a copy
+                owned = sys.getrefcount(grad) == 2 and sys.getrefcount(grad._data) == 2
+                tensor._accumulate_grad(grad, owned)
         if accumulate and targets is not None:
             for tensor in targets:
                 if tensor.grad_fn is not None and id(tensor) in captured:
@@ -260,22 +271,19 @@ def _visit_outputs(node: Context, grads: list, retain: bool,
     return grads
 
 
-def _call_backward(node: Context, grads: list) -> tuple:
-    """One chain-rule step: the op's backward rule on the gradients of its outputs."""
-    fn = node.fn
-    if node.materialize_grads and None in grads:
-        tensor = function.TENSOR
-        grads = [tensor._from_op(np.zeros(shape, dtype), None) if g is None else g
-                 for g, shape, dtype in zip(grads, node.out_shapes, node.out_dtypes)]
-    input_grads = fn.backward(node, *grads)
-    if type(input_grads) is not tuple:
-        input_grads = (input_grads,)
+def _materialized(node: Context, grads: list) -> list:
+    """The gradients of ``node``'s outputs, with zeros for the outputs that received none."""
+    tensor = function.TENSOR
+    return [tensor._from_op(np.zeros(shape, dtype), None) if g is None else g
+            for g, shape, dtype in zip(grads, node.out_shapes, node.out_dtypes)]
+
+
+def _check_count(node: Context, input_grads: tuple) -> None:
+    """A backward may return more gradients than the op has inputs only if they are None."""
     expected = len(node.needs_input_grad)
-    if len(input_grads) != expected:
-        if len(input_grads) < expected or any(g is not None for g in input_grads[expected:]):
-            raise RuntimeError(f"function {node.name}Backward returned an incorrect number of "
-                               f"gradients (expected {expected}, got {len(input_grads)})")
-    return input_grads
+    if len(input_grads) < expected or any(g is not None for g in input_grads[expected:]):
+        raise RuntimeError(f"function {node.name}Backward returned an incorrect number of "
+                           f"gradients (expected {expected}, got {len(input_grads)})")
 
 
 def _fit(grad: Any, input: Any, name: str, slot: int) -> Any:

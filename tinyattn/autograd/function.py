@@ -160,7 +160,11 @@ class Context:
                     f"{counter.value}; expected version {version}. Compute the in-place change "
                     "out of place (e.g. x = x.masked_fill(...)), or clone the tensor first."
                 )
-        return tuple(s.unpack(self) if type(s) is _SavedOutput else s for s in self._saved)
+        saved = self._saved
+        for s in saved:
+            if type(s) is _SavedOutput:
+                return tuple([s.unpack(self) if type(s) is _SavedOutput else s for s in saved])
+        return saved
 
     # ---- what the engine and the study tools use ---------------------------------------------
     @property
@@ -205,8 +209,11 @@ class Context:
     def release_inputs(self) -> None:
         """Keep only the shape, dtype and ``grad_fn`` of every intermediate input (those with a
         ``grad_fn``); leaves and constants stay."""
-        self.inputs = tuple(ReleasedInput(t, self.name, slot) if isinstance(edge, Context) else t
-                            for slot, (t, edge) in enumerate(zip(self.inputs, self.edges)))
+        inputs = list(self.inputs)
+        for slot, edge in enumerate(self.edges):
+            if type(edge) is Context:
+                inputs[slot] = ReleasedInput(inputs[slot], self.fn.__name__, slot)
+        self.inputs = tuple(inputs)
 
     def free(self) -> None:
         """Drop what the op saved and its inputs (after a backward pass); the graph's structure
@@ -350,10 +357,12 @@ class Function:
     def apply(cls, *args: Any, **kwargs: Any) -> Any:
         """Run the op and record it when grad mode is on and a tensor argument requires grad."""
         tensor = TENSOR
+        ctx = _new_context(Context)  # Context(...) without the call of __init__: made per op
+        ctx.fn, ctx.inputs, ctx.kwargs = cls, args, kwargs
         if _state.grad_enabled:
-            needs = tuple([isinstance(a, tensor) and a._requires_grad for a in args])
+            ctx.needs_input_grad = needs = tuple([isinstance(a, tensor) and a._requires_grad
+                                                  for a in args])
             record = True in needs
-            ctx = Context(cls, args, needs, kwargs)
             _state.grad_enabled = False
             try:
                 outputs = cls.forward(ctx, *args, **kwargs)
@@ -361,16 +370,11 @@ class Function:
                 _state.grad_enabled = True
         else:
             record = False
-            ctx = Context(cls, args, (False,) * len(args), kwargs)
+            ctx.needs_input_grad = (False,) * len(args)
             outputs = cls.forward(ctx, *args, **kwargs)
-        if isinstance(outputs, tensor):
-            if cls.view:
-                _share_version(outputs, args[0])
-            if not record and not ctx._dirty:
-                return outputs
-            results = (outputs,)
-        else:
-            results = tuple(outputs)
+        single = isinstance(outputs, tensor)
+        if single and cls.view:
+            _share_version(outputs, args[0])
         if ctx._dirty:
             _apply_dirty(ctx, args, record)
         if not record:
@@ -391,19 +395,47 @@ class Function:
             slots.append(0)
         ctx.edges = tuple(edges)
         ctx.input_slots = tuple(slots)
-        wired = _wire_outputs(ctx, args, results)
+        if single and not ctx._dirty and not ctx._non_differentiable and \
+                outputs._data.dtype.kind == "f" and _is_new(outputs, args):
+            outputs.grad_fn = ctx  # the common case: one new float output
+            outputs._requires_grad = True
+            data = outputs._data
+            ctx.out_shapes = (data.shape,)
+            ctx.out_dtypes = (data.dtype,)
+            results = wired = (outputs,)
+        else:
+            results = (outputs,) if single else tuple(outputs)
+            wired = _wire_outputs(ctx, args, results)
         if ctx._saved:
             _record_saved(ctx, results, wired)
         if not cls.keeps_inputs:
             ctx.release_inputs()
-        return wired[0] if isinstance(outputs, tensor) else wired
+        return wired[0] if single else wired
+
+
+_new_context = object.__new__
+
+
+def _is_new(output: Any, args: tuple) -> bool:
+    """Whether ``output`` is not one of ``args`` (an op may return an input as it is)."""
+    for a in args:
+        if a is output:
+            return False
+    return True
 
 
 def _share_version(view: Any, base: Any) -> None:
-    """A view's version counter is its base's (when they do share memory)."""
-    if np.may_share_memory(view._data, base._data):
+    """A view's version counter is its base's (when numpy did return a view of its memory)."""
+    if view._data.base is not None and _memory_owner(view._data) is _memory_owner(base._data):
         view._version = base._version
         view._base = base._base if base._base is not None else base
+
+
+def _memory_owner(array: np.ndarray) -> Any:
+    """The object that owns ``array``'s memory (views lead back to it through ``.base``)."""
+    while array.base is not None:
+        array = array.base
+    return array
 
 
 def _wire_outputs(ctx: Context, args: tuple, results: tuple) -> tuple:
@@ -437,18 +469,23 @@ def _wire_outputs(ctx: Context, args: tuple, results: tuple) -> tuple:
 
 def _record_saved(ctx: Context, results: tuple, wired: tuple) -> None:
     """Keep what ``ctx`` saved with the version of each, an output of its own as its array."""
+    tensor = TENSOR
     saved, versions = [], []
     for position, t in enumerate(ctx._saved):
         if t is not None:
-            if not isinstance(t, TENSOR):
+            if not isinstance(t, tensor):
                 raise TypeError(f"{ctx.name}: save_for_backward can only save tensors or None, "
                                 f"got {type(t).__name__} at position {position} (keep other "
                                 "values as attributes of ctx, e.g. ctx.dim = dim)")
             for index, out in enumerate(results):
                 if t is out and wired[index].grad_fn is ctx:
                     t = _SavedOutput(wired[index], index)
+                    counter = t.version
                     break
-            counter = t.version if type(t) is _SavedOutput else t._version
+            else:
+                counter = t._version_counter
+                if counter is None:
+                    counter = t._version
             versions.append((counter, counter.value))
         saved.append(t)
     ctx._saved = tuple(saved)
