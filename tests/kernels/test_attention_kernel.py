@@ -394,14 +394,15 @@ def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
     bias = np.random.default_rng(8).standard_normal((2, 1, 40, 33)).astype(np.float32)
     options = dict(bias=bias, is_causal=True, dropout_p=dropout_p, seed=4, window_size=9)
     out, lse = attention_forward(q, k, v, **options)
-    ((q_laid, q_tokens), (k_laid, v_laid, kv_tokens)), kernel_options = \
+    ((q_rows, q_c0, q_tokens), (k_rows, v_rows, k_c0, v_c0, kv_tokens)), kernel_options = \
         attention._kernel_options("test", q, k, v, **options, scale=None)
-    inputs = (q_laid, k_laid, v_laid, q_tokens, kv_tokens)
+    inputs = (q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens, kv_tokens)
+    shapes = (np.int64(q.shape[3]), np.int64(k.shape[1]))  # D, Hkv
     out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # the kernels write (B, T, H, ·)
     results = []
     for parallel in (False, True):
         forward = np.empty_like(out), np.empty_like(lse)
-        attention._attention_forward_kernel(*inputs, *kernel_options, *forward,
+        attention._attention_forward_kernel(*inputs, *shapes, *kernel_options, *forward,
                                             parallel=parallel)
         grads = tuple(np.empty(x.transpose(0, 2, 1, 3).shape, x.dtype) for x in (q, k, v))
         attention._attention_backward_kernel(*inputs, out, lse, *attention._laid_out(dout),
@@ -411,6 +412,32 @@ def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
         np.testing.assert_array_equal(serial, threaded)
     assert not attention._parallel(1, 2**30) and not attention._parallel(64, 1000)
     assert attention._parallel(64, 64 * 64 * 64 * 64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_the_heads_of_a_split_packed_projection_are_read_in_place(dtype):
+    """nanoGPT's q, k, v = c_attn(x).split(C, dim=2), each viewed as heads: the kernels read
+    the packed rows where they are (no copy) and give the bits of contiguous inputs."""
+    B, T, H, D = 2, 9, 3, 4
+    C = H * D
+    rng = np.random.default_rng(3)
+    packed = rng.standard_normal((B * T, 3 * C)).astype(dtype)  # a Linear's (N, 3C) output
+    q, k, v = (packed.reshape(B, T, 3 * C)[:, :, i * C:(i + 1) * C]
+               .reshape(B, T, H, D).transpose(0, 2, 1, 3) for i in range(3))
+    for i, x in enumerate((q, k, v)):
+        rows, c0 = attention._token_rows(x)
+        assert np.shares_memory(rows, packed) and c0 == i * C and rows.shape == (B, T, 3 * C)
+    dout = rng.standard_normal((B, H, T, D)).astype(dtype)
+    copies = [np.ascontiguousarray(x) for x in (q, k, v)]
+    out, lse = attention_forward(q, k, v, is_causal=True)
+    expected_out, expected_lse = attention_forward(*copies, is_causal=True)
+    np.testing.assert_array_equal(out, expected_out)
+    np.testing.assert_array_equal(lse, expected_lse)
+    for got, expected in zip(attention_backward(q, k, v, out, lse, dout, is_causal=True),
+                             attention_backward(*copies, out, lse, dout, is_causal=True)):
+        np.testing.assert_array_equal(got, expected)
+    # head-major memory is not token rows: it is read as (B·H, L, W) instead
+    assert attention._token_rows(np.zeros((1, 2, 3, 4))) is None
 
 
 def test_non_contiguous_inputs_are_accepted():

@@ -125,10 +125,13 @@ def _round_up(n, step):
 
 
 @njit(cache=True)
-def _head(x, b, h, token_major):
-    """Head ``h`` of batch ``b`` as a ``(T, D)`` view: of ``x (B, T, H, D)`` when
-    ``token_major``, else of ``x (B, H, T, D)`` (typed strided either way: one compile)."""
-    return x[b, :, h] if token_major else x[b, h]
+def _head(x, c0, b, h, width, n_heads, token_major):
+    """Head ``h`` of batch ``b`` as a ``(T, width)`` view (typed strided either way: one
+    compile): of the token rows ``x (B, T, ·)`` starting at column ``c0`` when
+    ``token_major`` (the head's columns ``c0 + h·width …``), else of ``x (B·H, T, width)``."""
+    if token_major:
+        return x[b, :, c0 + h * width : c0 + (h + 1) * width]
+    return x[b * n_heads + h]
 
 
 @njit(cache=True)
@@ -246,16 +249,15 @@ def _dropout_factors(st, c0, c1, head_state, dropout_p, keep_scale, i0, j0, nk, 
 
 
 @njit(cache=True)
-def _forward_block(q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo, band_hi, scale,
-                   dropout_p, seed, block_q, block_k, tile_cols, out, lse, task):
+def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_heads, bias,
+                   has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q, block_k,
+                   tile_cols, out, lse, task):
     """Forward of one (batch, query head, query block) task into ``out (B, T, H, Dv)`` and
-    ``lse (B, H, T)``; ``q`` is ``(B, T, H, D)`` if ``q_tokens`` else ``(B, H, T, D)``, ``k``
-    and ``v`` likewise by ``kv_tokens``."""
+    ``lse (B, H, T)``; ``q``, ``k``, ``v`` as :func:`_head` reads them (``q`` by ``q_tokens``,
+    ``k`` and ``v`` by ``kv_tokens``)."""
     prefer_full_width()
     n_batch, n_queries, n_heads, d_value = out.shape
-    n_keys = k.shape[1] if kv_tokens else k.shape[2]
-    n_kv_heads = k.shape[2] if kv_tokens else k.shape[1]
-    d_head = q.shape[3]
+    n_keys = k.shape[1]
     dtype = q.dtype.type
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     n_query_blocks = -(-n_queries // block_q)
@@ -265,10 +267,12 @@ def _forward_block(q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo, band_h
     nq = min(block_q, n_queries - i0)
     hk = h // (n_heads // n_kv_heads)
     head_state = fold_key(fold_key(seed, b), h)
-    k_rows, v_rows = _head(k, b, hk, kv_tokens), _head(v, b, hk, kv_tokens)  # (S, D), (S, Dv)
+    k_rows = _head(k, k_c0, b, hk, d_head, n_kv_heads, kv_tokens)  # (S, D)
+    v_rows = _head(v, v_c0, b, hk, d_value, n_kv_heads, kv_tokens)  # (S, Dv)
     width = block_q + tile_cols  # room for a last tile that starts anywhere in the block
     q_t = np.empty((d_head, width), q.dtype)  # scale · q of the block, transposed: (D, T)
-    _transpose_into(q_t, _head(q, b, h, q_tokens)[i0 : i0 + nq], nq, dtype(scale))
+    q_head = _head(q, q_c0, b, h, d_head, n_heads, q_tokens)  # (T, D)
+    _transpose_into(q_t, q_head[i0 : i0 + nq], nq, dtype(scale))
     st = np.empty((block_k, width), q.dtype)  # scores, then weights: (keys, queries)
     acc_t = np.zeros((_round_up(d_value, TILE_ROWS), width), q.dtype)  # (Dv, queries)
     run_max = np.full(width, -np.inf, q.dtype)  # m
@@ -344,22 +348,23 @@ def _forward_block(q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo, band_h
 
 
 @parallel_kernel(task=_forward_block)
-def _attention_forward_kernel(task, q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo,
-                              band_hi, scale, dropout_p, seed, block_q, block_k, tile_cols, out,
-                              lse):
+def _attention_forward_kernel(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head,
+                              n_kv_heads, bias, has_bias, band_lo, band_hi, scale, dropout_p,
+                              seed, block_q, block_k, tile_cols, out, lse):
     n_tasks = out.shape[0] * out.shape[2] * -(-out.shape[1] // block_q)
     for index in prange(n_tasks):
-        run_task(task, q, k, v, q_tokens, kv_tokens, bias, has_bias, band_lo, band_hi, scale,
-                 dropout_p, seed, block_q, block_k, tile_cols, out, lse, np.int64(index))
+        run_task(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_heads, bias,
+                 has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q, block_k,
+                 tile_cols, out, lse, np.int64(index))
 
 
 @njit(cache=True)
-def _backward_kv_head(q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens, bias,
-                      has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q, block_k,
-                      tile_cols, dq, dk, dv, task):
+def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, dout, dout_c0,
+                      dout_tokens, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
+                      block_q, block_k, tile_cols, dq, dk, dv, task):
     """Backward of one (batch, key/value head) task: ``dq`` of its query heads, its ``dk, dv``
-    (``out`` and the gradients token-major; ``q``, ``k``, ``v``, ``dout`` by their flags, as in
-    :func:`_forward_block`)."""
+    (``out`` and the gradients token-major; ``q``, ``k``, ``v``, ``dout`` as :func:`_head`
+    reads them, by their flags)."""
     prefer_full_width()
     n_batch, n_queries, n_heads, d_head = dq.shape
     n_keys, n_kv_heads, d_value = dv.shape[1], dv.shape[2], dv.shape[3]
@@ -369,7 +374,8 @@ def _backward_kv_head(q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens,
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     b = task // n_kv_heads
     hk = task % n_kv_heads
-    k_rows, v_rows = _head(k, b, hk, kv_tokens), _head(v, b, hk, kv_tokens)  # (S, D), (S, Dv)
+    k_rows = _head(k, k_c0, b, hk, d_head, n_kv_heads, kv_tokens)  # (S, D)
+    v_rows = _head(v, v_c0, b, hk, d_value, n_kv_heads, kv_tokens)  # (S, Dv)
     d_head_cols = _round_up(d_head, tile_cols)
     d_value_cols = _round_up(d_value, tile_cols)
     key_rows = _round_up(n_keys, TILE_ROWS)
@@ -389,7 +395,8 @@ def _backward_kv_head(q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens,
     for g in range(group):
         h = hk * group + g
         head_state = fold_key(fold_key(seed, b), h)
-        q_head, dout_head = _head(q, b, h, q_tokens), _head(dout, b, h, dout_tokens)
+        q_head = _head(q, q_c0, b, h, d_head, n_heads, q_tokens)  # (T, D)
+        dout_head = _head(dout, dout_c0, b, h, d_value, n_heads, dout_tokens)  # (T, Dv)
         out_head = out[b, :, h]
         _transpose_into(q_t, q_head, n_queries, scale_t)
         _transpose_into(dout_t, dout_head, n_queries, dtype(1.0))
@@ -460,13 +467,13 @@ def _backward_kv_head(q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens,
 
 
 @parallel_kernel(task=_backward_kv_head)
-def _attention_backward_kernel(task, q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens,
-                               bias, has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q,
-                               block_k, tile_cols, dq, dk, dv):
+def _attention_backward_kernel(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse,
+                               dout, dout_c0, dout_tokens, bias, has_bias, band_lo, band_hi,
+                               scale, dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv):
     for index in prange(dk.shape[0] * dk.shape[2]):
-        run_task(task, q, k, v, q_tokens, kv_tokens, out, lse, dout, dout_tokens, bias, has_bias,
-                 band_lo, band_hi, scale, dropout_p, seed, block_q, block_k, tile_cols, dq, dk,
-                 dv, np.int64(index))
+        run_task(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, dout, dout_c0,
+                 dout_tokens, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q,
+                 block_k, tile_cols, dq, dk, dv, np.int64(index))
 
 
 def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:
@@ -483,13 +490,43 @@ def _parallel(n_tasks: int, work: int) -> bool:
 
 
 def _laid_out(*arrays: np.ndarray) -> tuple:
-    """``(B, H, T, ·)`` arrays as the kernels read them, ``(*arrays, token_major)``: their
-    token-major memory as C-contiguous ``(B, T, H, ·)`` arrays when every one is laid out so (a
-    projection's heads), else C-contiguous ``(B, H, T, ·)`` arrays, copied only if needed."""
-    tokens = tuple(x.transpose(0, 2, 1, 3) for x in arrays)
-    if all(t.flags.c_contiguous for t in tokens):
-        return (*tokens, _TRUE)
-    return (*(np.ascontiguousarray(x) for x in arrays), _FALSE)
+    """``(B, H, L, W)`` arrays as the kernels read them, ``(*rows, *first_columns,
+    token_major)``: the token rows of each (:func:`_token_rows`) when every one is laid out so,
+    else C-contiguous ``(B·H, L, W)`` arrays (copied only if needed) with first columns 0."""
+    rows = [_token_rows(x) for x in arrays]
+    if all(r is not None for r in rows):
+        return (*(r[0] for r in rows), *(r[1] for r in rows), _TRUE)
+    heads = (np.ascontiguousarray(x).reshape(x.shape[0] * x.shape[1], *x.shape[2:])
+             for x in arrays)  # (B·H, L, W)
+    return (*heads, *(_ZERO for _ in arrays), _FALSE)
+
+
+def _token_rows(x: np.ndarray) -> tuple[np.ndarray, np.int64] | None:
+    """``x (B, H, L, W)`` as ``(rows (B, L, P), c0)`` with ``x[b, h, l, w] = rows[b, l, c0 +
+    h·W + w]``, when its memory is one row of ``P`` values per token with the heads side by
+    side: a projection's heads (``P = H·W``), or a slice of a packed projection's (nanoGPT's
+    ``qkv.split(C, dim=2)``: ``P = 3C``, ``c0 = 0, C, 2C``). ``rows`` is a C-contiguous view
+    of the memory ``x`` lies in; None when there is none."""
+    B, H, L, W = x.shape
+    item = x.itemsize
+    sb, sh, sl, sw = (s // item if s % item == 0 else -1 for s in x.strides)
+    P = sl if L > 1 else (sb if B > 1 else H * W)
+    if (W > 1 and sw != 1) or (H > 1 and sh != W) or P < H * W or (B > 1 and sb != L * P):
+        return None
+    owner = x
+    while owner.base is not None:
+        owner = owner.base
+    if not isinstance(owner, np.ndarray) or not owner.flags.c_contiguous or \
+            owner.dtype != x.dtype:
+        return None
+    offset, rest = divmod(x.__array_interface__["data"][0] - owner.__array_interface__["data"][0],
+                          item)
+    c0 = offset % P if P else 0
+    start = offset - c0
+    if rest or offset < 0 or c0 + H * W > P or start + B * L * P > owner.size:
+        return None
+    rows = owner.reshape(-1)[start : start + B * L * P].reshape(B, L, P)
+    return rows, np.int64(c0)
 
 
 def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, window_size):
@@ -578,15 +615,16 @@ def attention_forward(
     >>> bool(np.allclose(out, ref_out) and np.allclose(lse, ref_lse))
     True
     """
-    (laid_q, laid_kv), options = _kernel_options("attention_forward", q, k, v, bias, is_causal,
-                                                 scale, dropout_p, seed, window_size)
-    (B, H, T, D), S, Dv = q.shape, k.shape[2], v.shape[3]
+    ((q_rows, q_c0, q_tokens), (k_rows, v_rows, k_c0, v_c0, kv_tokens)), options = \
+        _kernel_options("attention_forward", q, k, v, bias, is_causal, scale, dropout_p, seed,
+                        window_size)
+    (B, H, T, D), (Hkv, S), Dv = q.shape, k.shape[1:3], v.shape[3]
     out = np.empty((B, T, H, Dv), q.dtype)
     lse = np.empty((B, H, T), q.dtype)
     n_tasks = B * H * -(-T // _BLOCK_Q)
     parallel = _parallel(n_tasks, B * H * T * S * (D + Dv))
-    _attention_forward_kernel(laid_q[0], *laid_kv[:2], laid_q[1], laid_kv[2], *options, out, lse,
-                              parallel=parallel)
+    _attention_forward_kernel(q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens, kv_tokens,
+                              np.int64(D), np.int64(Hkv), *options, out, lse, parallel=parallel)
     return out.transpose(0, 2, 1, 3), lse
 
 
@@ -614,19 +652,20 @@ def attention_backward(
     :func:`attention_forward`.
     """
     name = "attention_backward"
-    (laid_q, laid_kv), options = _kernel_options(name, q, k, v, bias, is_causal, scale,
-                                                 dropout_p, seed, window_size)
+    ((q_rows, q_c0, q_tokens), (k_rows, v_rows, k_c0, v_c0, kv_tokens)), options = \
+        _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, window_size)
     (B, H, T, D), (Hkv, S), Dv = q.shape, k.shape[1:3], v.shape[3]
     for label, x, shape in (("out", out, (B, H, T, Dv)), ("dout", dout, (B, H, T, Dv)),
                             ("lse", lse, (B, H, T))):
         assert x.shape == shape and x.dtype == q.dtype, \
             f"{name}: {label} has shape {x.shape} and dtype {x.dtype}; expected {shape}, {q.dtype}"
     out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # (B, T, H, Dv), as written
-    dout, dout_tokens = _laid_out(dout)
+    dout_rows, dout_c0, dout_tokens = _laid_out(dout)
     lse = np.ascontiguousarray(lse)
     dq, dk, dv = (np.empty((B, n, h, d), q.dtype) for n, h, d in ((T, H, D), (S, Hkv, D),
                                                                   (S, Hkv, Dv)))
     parallel = _parallel(B * Hkv, B * H * T * S * (D + Dv))
-    _attention_backward_kernel(laid_q[0], *laid_kv[:2], laid_q[1], laid_kv[2], out, lse, dout,
-                               dout_tokens, *options, dq, dk, dv, parallel=parallel)
+    _attention_backward_kernel(q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens, kv_tokens,
+                               out, lse, dout_rows, dout_c0, dout_tokens, *options, dq, dk, dv,
+                               parallel=parallel)
     return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))
