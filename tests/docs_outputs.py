@@ -145,8 +145,6 @@ def parse_options(parts: list[str]) -> Options:
             options.needs = value
         elif key == "session":
             options.session = value
-        elif key == "not run":
-            options.not_run = True
         elif key:
             raise ValueError(f"unknown marker option {part!r}")
     return options
@@ -214,7 +212,10 @@ def code_options(block: Block) -> Options:
     """The session of a python block (``<!-- code: ... -->``)."""
     if block.marker != "code":
         return Options()
-    return parse_options(split_marker(block.marker_body))
+    parts = split_marker(block.marker_body)
+    if parts[0] == "not run":  # the rest is the reason
+        return Options(not_run=True)
+    return parse_options(parts)
 
 
 # ------------------------------------------------------------------------------ comparing

@@ -30,13 +30,10 @@ PYCON = [block for doc in PARSED.values() for block in doc.blocks if block.lang 
 # blocks with figures that are not output: (document, the block's first line) -> why
 INPUT_BLOCKS = {
     ("README.md", "tinyattn/"): "the project's file tree (gpt2.py is a name, not a figure)",
-    ("README.md", "tinyattn train --task reverse            # also: copy, sort"):
-        "commands to type: the figures are their arguments",
-    ("docs/modern_attention.md", "tinyattn train --task reverse                  # GPT-style"):
-        "commands to type",
 }
 # figures in the comments of input code (python, bash): (document, comment) -> why
 INPUT_COMMENTS = {
+    ("docs/lab.md", "forgot the product rule: σ + x σ (1 − σ)"): "a formula, not a figure",
 }
 
 _outputs: dict = {}
