@@ -145,6 +145,29 @@ def test_the_outputs_the_issue_names_are_checked():
     assert len(CHECKS) >= 25
 
 
+def test_the_drift_the_issue_reported_is_caught():
+    """The README's lab scale table as it was before this harness (the package's own source as
+    the corpus, the autograd core before its redesign) no longer matches what the command
+    prints; the page's table does, and a figure moved beyond the stated tolerance does not."""
+    check = next(c for c in CHECKS if c.block.doc == "README.md"
+                 and c.source == "tinyattn lab scale")
+    printed = _command_output(check.source, check.options)
+    assert mismatch(printed, check.block.lines, check.options) is None
+    stale = ["2 layers, 4 heads of D = 32, batch 8 × 64 characters of tinyattn's source; scales "
+             "1/√D = 0.1768, 1/D = 0.03125, 1 = 1, 8 = 8", "...",
+             "1/√D   0.1768   0     5.2663  3.158    0.0865  0.0266     6.622e-03        "
+             "7.195e-03", "..."]
+    assert mismatch(printed, stale, check.options) is not None
+    row = next(i for i, line in enumerate(check.block.lines) if line.startswith("1/√D "))
+    cells = check.block.lines[row].split()
+    for k, moved in ((3, f"{float(cells[3]) * 1.01:.4f}"),  # the loss, 1% off (rtol is 0.1%)
+                     (2, "1")):  # the step, an integer
+        lines = list(check.block.lines)
+        lines[row] = lines[row].replace(f" {cells[k]} ", f" {moved} ", 1)
+        assert lines != check.block.lines
+        assert mismatch(printed, lines, check.options) is not None, lines[row]
+
+
 # ------------------------------------------------------- the comparison, on made-up output
 
 
