@@ -7,7 +7,8 @@ A checked block is announced by an HTML comment on the line right before its fen
     scratch directory laid out as the repository (its top-level files and folders linked
     there, so ``examples/…`` and ``tests/…`` resolve and what the command writes stays out of
     the tree), with ``tinyattn`` and ``python`` being this tree's (``python -m tinyattn`` with
-    the repository first on ``PYTHONPATH``).
+    the repository first on ``PYTHONPATH``; the package itself is imported from there, under
+    its own path, so numba's on-disk cache serves it).
 ``<!-- output: console [| OPTION]... -->``
     the block is a shell transcript: each line ``$ COMMAND`` is run (in order, in one scratch
     directory), and the lines up to the next ``$`` line are what it prints.
@@ -33,18 +34,23 @@ Options:
     one must be at most ten times it (and may be any smaller, zero included). A documented
     ``0`` stays exactly zero.
 ``exit=N``
-    the exit status the command (each command of a console block) must have (default 0).
+    the exit status the command must have (default 0); in a console block, the last command's
+    (the others must succeed).
 ``setup=COMMAND``
     a shell command run first, in the same scratch directory, whose output is not compared
     (writing a file the documented command reads).
 ``needs=MODULE``
     skipped when MODULE cannot be imported.
 
-Comparison: blank lines are dropped and runs of whitespace count as one space; every number
+Comparison: blank lines are dropped, whitespace next to a number is ignored and other runs of
+whitespace count as one space; every number
 (``472,068``, ``-0.068``, ``2.50e-10``) is parsed and compared as a number, everything else
 must be equal as text. An integer (no point, no exponent) is always compared exactly. A line
 that is only ``...`` stands for any number of lines (zero included); without one at the start
 (end), the block must match the output's first (last) lines.
+
+``python tests/docs_outputs.py [DOC[:LINE]]...`` prints what each checked block's command or
+code prints now, to regenerate a page after a change.
 """
 
 from __future__ import annotations
