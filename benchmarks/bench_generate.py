@@ -1,6 +1,6 @@
 """Generation with and without the key/value cache: tokens per second of
 ``TransformerLM.generate`` for the ``tinyattn train --text`` model (TEXT_MODEL: width 128,
-4 heads, 2 blocks, context 64, the vocabulary of tinyattn's own source).
+4 heads, 2 blocks, context 64, the vocabulary of tinyshakespeare, the default corpus).
 
 Rows: learned positions, 8-character prompt, 256 new tokens (past the context the cache must
 be re-started at every step: learned positions shift); the same model within its context
@@ -40,10 +40,10 @@ def build(fields: dict, impl: str):
     """The untrained TEXT_MODEL (weights do not change the cost), seeded, in eval mode."""
     import tinyattn as ta
     from tinyattn.models import TransformerLMConfig
-    from tinyattn.tasks import CharDataset, package_corpus
+    from tinyattn.tasks import CharDataset, default_corpus
     from tinyattn.train import TEXT_MODEL
 
-    text = package_corpus()
+    text = default_corpus()
     dataset = CharDataset(text, context_length=64)
     ta.manual_seed(0)
     config = TransformerLMConfig(dataset.vocab_size, **{"context_length": 64, **fields},

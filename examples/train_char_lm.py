@@ -1,12 +1,12 @@
-"""A character-level language model on any text file — by default on the source code of the
-tinyattn package itself, which ships with every installation — then a sample from it.
+"""A character-level language model on any text file — by default on tinyshakespeare, the
+Shakespeare text that ships with tinyattn — then a sample from it.
 
-    python examples/train_char_lm.py                       # tinyattn's own source
+    python examples/train_char_lm.py                       # tinyshakespeare
     python examples/train_char_lm.py --text input.txt --steps 2000
     python examples/train_char_lm.py --fast                # tiny model, a few steps
 
 Writes model.npz, config.json, loss.png and attention.png to runs/char_lm/ (or --out); sample
-more with ``tinyattn sample --checkpoint runs/char_lm/model.npz --prompt "def "``.
+more with ``tinyattn sample --checkpoint runs/char_lm/model.npz --prompt "ROMEO:"``.
 """
 
 import argparse
@@ -14,18 +14,18 @@ from dataclasses import replace
 from pathlib import Path
 
 from tinyattn.models import TransformerLMConfig
-from tinyattn.tasks import CharDataset, package_corpus
+from tinyattn.tasks import CharDataset, default_corpus
 from tinyattn.train import TEXT_CONFIG, set_threads, train_text
 
 parser = argparse.ArgumentParser(description="character-level LM with sampling")
-parser.add_argument("--text", type=Path, help="a UTF-8 text file (default: tinyattn's source)")
+parser.add_argument("--text", type=Path, help="a UTF-8 text file (default: tinyshakespeare)")
 parser.add_argument("--steps", type=int, default=600, help="training steps (default 600)")
 parser.add_argument("--out", type=Path, default=Path("runs/char_lm"), help="output folder")
 parser.add_argument("--fast", action="store_true", help="tiny model, a few steps")
 args = parser.parse_args()
 set_threads(1)  # small models: one numba thread is fastest (see tinyattn.train.set_threads)
 
-text = package_corpus() if args.text is None else args.text.read_text(encoding="utf-8")
+text = default_corpus() if args.text is None else args.text.read_text(encoding="utf-8")
 print(f"corpus: {len(text):,} characters, {len(set(text))} distinct")
 context = 16 if args.fast else 64
 dataset = CharDataset(text, context_length=context)

@@ -162,3 +162,19 @@ def test_python_dash_m_runs_the_command(tmp_path):
     result = subprocess.run([sys.executable, "-m", "tinyattn", "train", "--nope"], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 2 and "usage: tinyattn train" in result.stderr
+
+
+def test_the_default_corpus_is_the_shipped_tinyshakespeare():
+    import hashlib
+
+    from tinyattn.cli import DEFAULT_CORPUS, build_parser
+    from tinyattn.tasks import DEFAULT_CORPUS as CORPUS_FILE
+    from tinyattn.tasks import default_corpus
+
+    # the public tinyshakespeare file, byte for byte: fixed text, so its figures stay put
+    assert hashlib.md5(CORPUS_FILE.read_bytes()).hexdigest() == "6fb458f1232090904fb40fe944165e91"
+    assert default_corpus().startswith("First Citizen:\nBefore we proceed any further")
+    assert build_parser().parse_args(["train", "--text"]).text == DEFAULT_CORPUS
+    root = Path(__file__).resolve().parents[1]
+    assert CORPUS_FILE.parent == root / "tinyattn" / "data"  # shipped as package data:
+    assert 'tinyattn = ["data/*.txt"]' in (root / "pyproject.toml").read_text()

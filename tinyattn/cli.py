@@ -6,7 +6,7 @@ Subcommands::
     tinyattn gradcheck                    every op and layer against finite differences
     tinyattn train --task reverse         train a small transformer on a synthetic task
     tinyattn train --task reverse --preset llama   ... with RoPE, RMSNorm, SwiGLU, GQA
-    tinyattn train --text [FILE]          ... or a character LM (default: tinyattn's own source)
+    tinyattn train --text [FILE]          ... or a character LM (default: tinyshakespeare)
     tinyattn sample --checkpoint PATH     sample from a trained run
     tinyattn lab scale [--factor F]       how the score scale saturates the softmax
     tinyattn exercise list|new|check      write a backward pass by hand, get it graded
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-PACKAGE_CORPUS = "<tinyattn source>"
+DEFAULT_CORPUS = "<tinyshakespeare>"
 
 
 def _positive_int(text: str) -> int:
@@ -92,8 +92,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "and attention.png to --out.")
     data = train.add_mutually_exclusive_group(required=True)
     data.add_argument("--task", choices=TASKS, help="a synthetic sequence task")
-    data.add_argument("--text", nargs="?", const=PACKAGE_CORPUS, metavar="FILE",
-                      help="a character LM on FILE (without FILE: tinyattn's own source code)")
+    data.add_argument("--text", nargs="?", const=DEFAULT_CORPUS, metavar="FILE",
+                      help="a character LM on FILE (without FILE: tinyshakespeare, the "
+                           "Shakespeare text shipped with tinyattn)")
     train.add_argument("--steps", type=_positive_int, help=f"training steps (default "
                        f"{defaults.steps} for tasks, {TEXT_CONFIG.steps} for text)")
     train.add_argument("--batch-size", type=_positive_int, help=f"sequences per step (default "
@@ -154,7 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
     experiments = lab.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
     scale = experiments.add_parser(
         "scale", parents=[common], help="rescale the scores: saturation and gradient norms",
-        description="Run one batch of text through a small transformer with the attention "
+        description="Run one batch of text (tinyshakespeare, shipped with tinyattn) through a "
+                    "small transformer with the attention "
                     "scores q·k scaled by 1/√D, 1/D, 1 and --factor; tabulate per scale the "
                     "row entropy of the weights, the largest eigenvalue of the softmax "
                     "Jacobian, |dS|/|dP| and the gradient norm reaching each head's W_q and "
@@ -230,7 +232,7 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
 
     from .memory import keep_freed_memory_unless_disabled
     from .models import TransformerLM, TransformerLMConfig, preset_config
-    from .tasks import CharDataset, SequenceTask, package_corpus
+    from .tasks import CharDataset, SequenceTask, default_corpus
     from .train import TASK_MODEL, TEXT_CONFIG, TEXT_MODEL, TrainConfig, train_task, train_text
 
     keep_freed_memory_unless_disabled()
@@ -264,8 +266,8 @@ def _train(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
         sizes = model_config(TASK_MODEL, task.vocab_size, task.context_length)
         train_task(args.task, out, config, sizes, length=args.length, progress=progress)
         return 0
-    if args.text == PACKAGE_CORPUS:
-        text, name = package_corpus(), "tinyattn-source"
+    if args.text == DEFAULT_CORPUS:
+        text, name = default_corpus(), "tinyshakespeare"
     else:
         path = Path(args.text)
         if not path.is_file():
@@ -337,13 +339,13 @@ def _lab_scale(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     from . import inspect
     from .models import TransformerLM, TransformerLMConfig
     from .random import manual_seed
-    from .tasks import CharDataset, package_corpus
+    from .tasks import CharDataset, default_corpus
     from .tensor import Tensor
 
     if args.embed_dim % args.num_heads:
         parser.error(f"--embed-dim {args.embed_dim} is not divisible by --num-heads "
                      f"{args.num_heads}")
-    dataset = CharDataset(package_corpus(), context_length=args.seq_len)
+    dataset = CharDataset(default_corpus(), context_length=args.seq_len)
     inputs, targets = dataset.batch("train", args.batch_size, np.random.default_rng(args.seed))
     manual_seed(args.seed)
     model = TransformerLM(TransformerLMConfig(dataset.vocab_size, args.seq_len, args.embed_dim,
@@ -351,7 +353,7 @@ def _lab_scale(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int
     head_size = args.embed_dim // args.num_heads
     scales = inspect.standard_scales(head_size, args.factor)
     print(f"{args.num_layers} layers, {args.num_heads} heads of D = {head_size}, batch "
-          f"{args.batch_size} × {args.seq_len} characters of tinyattn's source; scales "
+          f"{args.batch_size} × {args.seq_len} characters of tinyshakespeare; scales "
           + ", ".join(f"{label} = {factor:.4g}" for label, factor in scales))
     lab = inspect.scale_lab(model, (Tensor(inputs), Tensor(targets)), scales, steps=args.steps,
                             lr=args.lr)

@@ -1,10 +1,10 @@
 """A tour of the attention gradient lab on a small character-level transformer.
 
-Trains a 2-layer, 4-head model for a few steps on tinyattn's own source, then: checks every
-node of one training step's graph against finite differences, explains the gradient of layer
-0's W_q, captures the gradient-routing maps (P, dP, dS) of a held-out sequence, rolls the
-gradient out across layers, and tabulates how saturated each head's softmax is. With ``--out``
-the maps, the rollout and the scale lab are drawn there.
+Trains a 2-layer, 4-head model for a few steps on tinyshakespeare (the corpus shipped with
+tinyattn), then: checks every node of one training step's graph against finite differences,
+explains the gradient of layer 0's W_q, captures the gradient-routing maps (P, dP, dS) of a
+held-out sequence, rolls the gradient out across layers, and tabulates how saturated each head's
+softmax is. With ``--out`` the maps, the rollout and the scale lab are drawn there.
 
 Run: ``python examples/lab/gradient_lab.py [--steps 40] [--out runs/lab]``
 """
@@ -18,7 +18,7 @@ import numpy as np
 
 import tinyattn as ta
 from tinyattn import inspect
-from tinyattn.tasks import CharDataset, package_corpus
+from tinyattn.tasks import CharDataset, default_corpus
 
 
 def main() -> None:
@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--out", type=Path, help="write maps.png, rollout.png, scale.png here")
     args = parser.parse_args()
 
-    data = CharDataset(package_corpus(), context_length=24)
+    data = CharDataset(default_corpus(), context_length=24)
     rng = np.random.default_rng(0)
     ta.manual_seed(0)
     config = ta.models.TransformerLMConfig(data.vocab_size, 24, embed_dim=32, num_heads=4,
