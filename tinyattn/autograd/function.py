@@ -432,8 +432,12 @@ def _share_version(view: Any, base: Any) -> None:
 
 
 def _memory_owner(array: np.ndarray) -> Any:
-    """The object that owns ``array``'s memory (views lead back to it through ``.base``)."""
-    while array.base is not None:
+    """The object that owns ``array``'s memory (views lead back to it through ``.base``).
+
+    The chain ends at whatever is not an ndarray: a buffer, or another library's
+    tensor whose memory numpy borrowed.
+    """
+    while isinstance(array, np.ndarray) and array.base is not None:
         array = array.base
     return array
 
