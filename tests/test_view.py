@@ -509,3 +509,29 @@ def test_run_inspect_stops_when_asked_and_says_when_the_step_is_never_reached(tm
     assert run_script(script, ["2"], Inspection(5, tmp_path / "b")) == 0
     assert "was never reached" in capsys.readouterr().err
     assert not (tmp_path / "b").exists()
+
+
+# ---- what the same new-user run found ---------------------------------------------------------
+@pytest.fixture(scope="module")
+def small_maps():
+    ta.manual_seed(10)
+    mha = ta.nn.MultiHeadAttention(8, num_heads=2, causal=True)
+    return inspect.attention_gradients(mha, ta.randn(1, 5, 8), lambda out: (out * out).sum())
+
+
+def test_gradients_png_labels_queries_and_keys(small_maps):
+    pytest.importorskip("matplotlib")
+    figure = inspect.plot_attention_gradients(small_maps)
+    panels = [ax for ax in figure.axes if ax.get_title()]
+    assert len(panels) == 2 * 3
+    assert all((ax.get_xlabel(), ax.get_ylabel()) == ("key", "query") for ax in panels)
+
+
+def test_the_attention_gradient_table_says_what_its_columns_are(small_maps):
+    text = str(small_maps)
+    assert "|P|, |dP|, |dS|: norms over the batch of the head's weights P" in text
+    # and |P| is what it says: the norm of the weights (B = 1, T = S = 5)
+    P = small_maps[0].P
+    row = text.splitlines()[2].split()
+    assert float(row[2]) == pytest.approx(np.linalg.norm(P[:, 0]), rel=1e-3)
+    assert np.sqrt(5 / 5) <= np.linalg.norm(P[:, 0]) <= np.sqrt(5)

@@ -14,9 +14,10 @@ module                 what it gives
 ``plots.py``           heatmaps and curves (matplotlib, optional)
 ``view.py``            :func:`view`: the interactive explorer of one step's graph (a
                        self-contained HTML page; inline in Jupyter)
-``recording.py``       :func:`recording`: attention maps across a run's steps, module scopes,
-                       the graph of one step (``tinyattn run --inspect-step``)
+``recording.py``       :func:`recording`: attention maps across a run's steps, module
+                       scopes, the graph of one step (``tinyattn run --inspect-step``)
 ``summaries.py``       statistics and small heatmaps of arrays, for the page
+``browser.py``         a headless Chromium on a page (tests, benchmark, screenshot)
 ``graph.py``           walking a recorded graph (node numbering shared by every tool)
 =====================  ==============================================================
 

@@ -270,6 +270,9 @@
         var node = D.nodes[entry.index];
         var out = node.outputs[0] || {};
         g = svgEl("g", { "class": "node", "data-index": node.index, "data-key": entry.key }, gRows);
+        svgEl("title", {}, g).textContent = "#" + node.index + " " + node.op + " → " + node.label + " " +
+          shape(out.shape || []) + (node.scope.length ? "\nin " + node.scope[node.scope.length - 1] : "") +
+          (node.check ? "\ncheck: " + node.check.status : "");
         svgEl("rect", { "class": "box", width: width, height: ROW - 4, rx: 4 }, g);
         var status = node.check ? node.check.status : "none";
         svgEl("rect", { "class": "stripe " + status, x: 0, y: 0, width: 5, height: ROW - 4, rx: 2 }, g);
@@ -292,6 +295,7 @@
       } else {
         var leaf = D.leaves[entry.leaf];
         g = svgEl("g", { "class": "leaf", "data-leaf": leaf.id, "data-key": entry.key }, gRows);
+        svgEl("title", {}, g).textContent = leaf.name + " " + shape(leaf.shape);
         svgEl("rect", { "class": "box", width: width, height: ROW - 4, rx: 11 }, g);
         svgText(g, 12, (ROW - 4) / 2, cut(shortName(leaf, entry) + " " + shape(leaf.shape), Math.floor((width - 90) / 6.8)), "");
         svgText(g, width - 10, (ROW - 4) / 2, leaf.grad ? "|g| " + fmtShort(leaf.grad.norm) : "no grad", "gnorm")
