@@ -182,3 +182,33 @@ def test_the_page_draws_something(driver, trained):
     not_white = float(np.mean(np.any(pixels < 240, axis=1)))
     assert colours > 50 and not_white > 0.05, (colours, not_white)
     assert console_errors(driver) == []
+
+
+def test_a_nan_is_flagged_where_it_appears(driver, tmp_path):
+    w = ta.tensor([[1.0, -2.0], [3.0, 0.5]], requires_grad=True)
+    page = inspect.view((w.log() * 2).sum())  # log(−2) is NaN, and so is all that follows
+    open_page(driver, page.save(tmp_path / "nan.html"))
+    flagged = driver.find_elements("css selector", "#graph g.node .warn")
+    assert len(flagged) == sum(n["outputs"][0]["value"]["nan"] > 0 for n in page.nodes) == 3
+    driver.find_element("css selector", '#graph g.node[data-index="2"]').click()  # the Log
+    assert field(driver, "value-nan")[0] == "1"
+    finite = np.log(np.array([1.0, 3.0, 0.5]))
+    assert float(field(driver, "value-norm")[0]) == pytest.approx(np.linalg.norm(finite),
+                                                                  rel=5e-6)
+    assert console_errors(driver) == []
+
+
+def test_a_recording_without_a_graph_shows_its_steps(driver, tmp_path):
+    ta.manual_seed(0)
+    model = ta.TransformerLM(ta.models.TransformerLMConfig(11, 6, 8, 2, 1))
+    idx = ta.tensor([[1, 2, 3, 4]])
+    with inspect.recording() as rec:
+        for _ in range(3):
+            _, loss = model(idx, targets=idx)
+            loss.backward()
+    open_page(driver, rec.view().save(tmp_path / "steps.html"))
+    assert driver.find_element("css selector", "#step-label").text.startswith("backward call 3")
+    assert len(shown(driver, "canvas.attn-map")) == 2
+    assert "No graph was captured" in driver.find_element("css selector", "#graph-pane") \
+        .get_attribute("textContent")  # on the Graph tab, hidden: the Training tab is shown
+    assert console_errors(driver) == []
