@@ -30,7 +30,8 @@ def run_exit_code(argv):
     return info.value.code
 
 
-@pytest.mark.parametrize("command", [[], ["walkthrough"], ["gradcheck"], ["train"], ["sample"]])
+@pytest.mark.parametrize("command", [[], ["walkthrough"], ["gradcheck"], ["train"], ["sample"],
+                                     ["view"], ["run"]])
 def test_help_of_every_subcommand(command, capsys):
     assert run_exit_code([*command, "--help"]) == 0
     assert "usage: tinyattn" in capsys.readouterr().out

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser_env import require_browser
 from printed import printed_row
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,10 @@ EXPECTED = {
         "every backward agrees with finite differences",
         "layer 0's fused attention sends dQ₀ = s · dS · K₀", "== saturation per head"],
         {"largest |dS| or |P| above the diagonal:": [0.0]}),
+    # the README's screenshot of the explorer, here written to the test's folder
+    "view_screenshot.py": (["--out", "shot.png"], ["wrote shot.png", "selected #4 Softmax"], {}),
 }
+NEEDS_BROWSER = {"view_screenshot.py"}
 
 
 def test_every_lab_example_is_covered():
@@ -36,6 +40,8 @@ def test_every_lab_example_is_covered():
 @pytest.mark.parametrize("script", sorted(EXPECTED))
 def test_lab_example_runs_and_prints_its_checks(script, tmp_path):
     arguments, expected, numbers = EXPECTED[script]
+    if script in NEEDS_BROWSER:
+        require_browser()
     env = dict(os.environ, PYTHONPATH=str(ROOT), NUMBA_NUM_THREADS="1")
     result = subprocess.run([sys.executable, str(LAB / script), *arguments], cwd=tmp_path,
                             env=env, capture_output=True, text=True, timeout=600)

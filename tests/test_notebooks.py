@@ -34,8 +34,12 @@ EXPECTED = {
                                                   "True True"], {}),
     "06_attention_gradient_lab.ipynb": ({"image/png", "text/html"},
                                         ["every backward agrees with finite differences"],
-                                        {"largest |dS| or |P| above the diagonal:": 0.0}),
+                                        {"largest |dS| or |P| above the diagonal:": 0.0,
+                                         "least gradient through the softmax at query": 0}),
 }
+
+INLINE_PAGES = {"06_attention_gradient_lab.ipynb"}
+"""Notebooks that show an ``inspect.view`` page inline."""
 
 
 def test_every_notebook_is_covered_and_stored_without_outputs():
@@ -54,11 +58,12 @@ def test_notebook_runs_in_a_fresh_kernel(name, tmp_path):
     client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=600,
                                      resources={"metadata": {"path": str(tmp_path)}})
     client.execute()  # raises CellExecutionError on the first cell that fails
-    kinds, text = set(), []
+    kinds, text, pages = set(), [], []
     for cell in notebook.cells:
         for output in cell.get("outputs", []):
             kinds |= set(output.get("data", {}))
             text.append(output.get("text", "") + output.get("data", {}).get("text/plain", ""))
+            pages.append(output.get("data", {}).get("text/html", ""))
     shows, says, numbers = EXPECTED[name]
     assert shows <= kinds, f"{name} shows {sorted(kinds)}"
     joined = "\n".join(text)
@@ -67,3 +72,5 @@ def test_notebook_runs_in_a_fresh_kernel(name, tmp_path):
     for label, value in numbers.items():
         # the whole printed number: a printed 0.0123 is not 0.0
         assert printed_number(joined, label) == value, f"{name}: {label}"
+    if name in INLINE_PAGES:  # the explorer shows inline: its page in an iframe
+        assert any(page.startswith('<iframe srcdoc="&lt;!DOCTYPE html&gt;') for page in pages)

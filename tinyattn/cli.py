@@ -12,6 +12,9 @@ Subcommands::
     tinyattn exercise list|new|check      write a backward pass by hand, get it graded
     tinyattn warmup [--dtype float32]     compile every kernel ahead, with a progress bar
     tinyattn run SCRIPT [ARGS...]         run an unchanged PyTorch script, torch being tinyattn
+    tinyattn run --inspect-step N --out DIR SCRIPT [ARGS...]
+                                          ... and write the explorer of its N-th backward()
+    tinyattn view [JSON]                  write the explorer page (default: the seed sentence)
 
 Bad usage (an unknown option, a missing file) prints a message and exits with status 2.
 """
@@ -88,8 +91,11 @@ def build_parser() -> argparse.ArgumentParser:
     train = commands.add_parser(
         "train", parents=[common], help="train a transformer on a task or a text",
         description="Train a decoder-only transformer on a synthetic task (copy, reverse, "
-                    "sort) or as a character LM, writing model.npz, config.json, loss.png "
-                    "and attention.png to --out.")
+                    "sort) or as a character LM, writing to --out: model.npz (the weights), "
+                    "config.json (settings and results), loss.png (loss curves), "
+                    "attention.png (the attention maps of a held-out example) and "
+                    "gradients.png (for every layer and head of that example, the weights P, "
+                    "the gradient dP arriving at them and the gradient dS at the scores).")
     data = train.add_mutually_exclusive_group(required=True)
     data.add_argument("--task", choices=TASKS, help="a synthetic sequence task")
     data.add_argument("--text", nargs="?", const=DEFAULT_CORPUS, metavar="FILE",
@@ -210,17 +216,51 @@ def build_parser() -> argparse.ArgumentParser:
                       help="the dtypes to compile the kernels for (default all)")
     run = commands.add_parser(
         "run", parents=[common], help="run an unchanged PyTorch script on tinyattn",
-        usage="tinyattn run [-h] [--threads N] SCRIPT [ARGS ...]",
+        usage="tinyattn run [-h] [--threads N] [--inspect-step N [--out DIR] "
+              "[--inspect-every K] [--stop-after-inspect] [--no-check]] SCRIPT [ARGS ...]",
         description="Run SCRIPT as 'python SCRIPT ARGS' would (sys.argv, __main__, __file__, "
                     "sys.path[0]), with 'import torch' and every 'import torch.X' giving "
                     "tinyattn's modules. Something tinyattn does not have fails at the line "
                     "that uses it, naming it. The exit status is the script's (1 with a "
                     "traceback when it raises). ARGS go to the script as they are, options "
-                    "included.")
+                    "included; tinyattn's own options come before SCRIPT.")
+    run.add_argument("--inspect-step", type=_positive_int, metavar="N",
+                     help="at the script's N-th backward() call, capture its graph (values, "
+                          "gradients, check_graph, explain, saved memory, P/dP/dS of every "
+                          "attention call) and write DIR/view.html (the explorer: open it in "
+                          "a browser, no server needed) and DIR/view.json; the backward "
+                          "passes are observed, not changed")
+    run.add_argument("--out", type=Path, metavar="DIR",
+                     help="where --inspect-step writes (default runs/inspect)")
+    run.add_argument("--inspect-every", type=_positive_int, metavar="K",
+                     help="record the attention maps of every K-th backward() call before "
+                          "N, for the page's training view (default about 16 of them)")
+    run.add_argument("--stop-after-inspect", action="store_true",
+                     help="end the run (status 0) once the page is written")
+    run.add_argument("--no-check", action="store_true",
+                     help="skip the finite-difference check of every node (faster)")
     run.add_argument("script", metavar="SCRIPT", help="the PyTorch script")
     run.add_argument("args", nargs=argparse.REMAINDER, metavar="ARGS",
                      help="the script's arguments")
-    for sub in (walk, check, train, sample, scale, listing, new, grade, warm, run):
+    view = commands.add_parser(
+        "view", parents=[common], help="write the interactive explorer of a backward pass",
+        description="Write one self-contained HTML page (no server, no network) exploring a "
+                    "backward pass: every node of the graph with its rules, values, "
+                    "gradients, finite-difference check and saved memory, the gradient path "
+                    "to each parameter, and P/dP/dS of every attention per head. Without "
+                    "JSON: the walkthrough's attention head on 'Your journey starts with one "
+                    "step'. With JSON: the numbers of a page written by 'tinyattn run "
+                    "--inspect-step' (its view.json).")
+    view.add_argument("source", nargs="?", type=Path, metavar="JSON",
+                      help="a view.json to make the page of")
+    view.add_argument("--causal", action="store_true",
+                      help="the seed sentence's head with a causal mask")
+    view.add_argument("--seed", type=int, default=123, help="seed of the weights (default 123)")
+    view.add_argument("--no-check", action="store_true",
+                      help="skip the finite-difference check of every node")
+    view.add_argument("--out", type=Path, default=Path("runs") / "view" / "view.html",
+                      metavar="PATH", help="the page to write (default runs/view/view.html)")
+    for sub in (walk, check, train, sample, scale, listing, new, grade, warm, run, view):
         sub.set_defaults(command_parser=sub)
     lab.set_defaults(command_parser=lab)
     exercise.set_defaults(command_parser=exercise)
@@ -396,6 +436,48 @@ def _exercise(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
     return 0 if grade.passed else 1
 
 
+def _run(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .run import Inspection, run_script
+
+    if not Path(args.script).is_file():
+        parser.error(f"can't open file {args.script!r}: no such file")
+    inspection = None
+    if args.inspect_step is None:
+        extra = [flag for flag, given in (("--out", args.out is not None),
+                                          ("--inspect-every", args.inspect_every is not None),
+                                          ("--stop-after-inspect", args.stop_after_inspect),
+                                          ("--no-check", args.no_check)) if given]
+        if extra:
+            parser.error(f"{', '.join(extra)} only make sense with --inspect-step N")
+    else:
+        inspection = Inspection(args.inspect_step, args.out or Path("runs") / "inspect",
+                                args.inspect_every, args.stop_after_inspect, not args.no_check)
+    return run_script(args.script, args.args, inspection)
+
+
+def _view(parser: argparse.ArgumentParser, args: argparse.Namespace) -> int:
+    from .inspect import View
+
+    if args.out.suffix.lower() not in (".html", ".htm"):
+        parser.error(f"--out must end in .html, got {str(args.out)!r}")
+    if args.source is not None:
+        if args.causal or args.seed != 123 or args.no_check:
+            parser.error("--causal, --seed and --no-check make the seed sentence's page; a "
+                         "JSON is shown as it is")
+        try:
+            page = View.load(args.source)
+        except (FileNotFoundError, ValueError) as err:
+            parser.error(str(err))
+    else:
+        from .walkthrough import view as seed_view
+
+        page = seed_view(seed=args.seed, causal=args.causal, check=not args.no_check)
+    path = page.save(args.out)
+    print(f"wrote {path} ({path.stat().st_size:,} bytes, {len(page.nodes)} nodes): open it in "
+          "a browser (it needs no server and no network)")
+    return 0
+
+
 def _warmup(args: argparse.Namespace) -> int:
     from .warmup import DTYPE_CHOICES, warmup
 
@@ -425,11 +507,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         parser.error(f"--threads: {err}")
     if args.command == "run":
-        from .run import run_script
-
-        if not Path(args.script).is_file():
-            parser.error(f"can't open file {args.script!r}: no such file")
-        return run_script(args.script, args.args)
+        return _run(parser, args)
+    if args.command == "view":
+        return _view(parser, args)
     if args.command == "lab":
         return _lab_scale(parser, args)
     if args.command == "walkthrough":

@@ -22,6 +22,13 @@ are as they were, so :func:`run_script` can be called again in the same process.
 A run tunes the allocator for training (:func:`tinyattn.memory.keep_freed_memory_unless_disabled`,
 ``TINYATTN_KEEP_FREED_MEMORY=0`` turns that off), and the one-line notices of the stand-ins
 (``torch.compile``, ``torch.autocast``) are said once per run.
+
+With an :class:`Inspection` (``tinyattn run --inspect-step N --out DIR``) the script runs inside
+a :func:`tinyattn.inspect.recording`: its ``backward()`` calls are counted and observed, not
+changed, and at the ``N``-th one the graph is captured (values, gradients, ``check_graph``,
+``explain``, the memory ledger, the attention maps of every attention call) and written to
+``DIR/view.html`` (the explorer, :func:`tinyattn.inspect.view`) and ``DIR/view.json`` (its
+numbers), with the attention maps of the calls before it in the page's training view.
 """
 
 from __future__ import annotations
@@ -38,13 +45,15 @@ import sysconfig
 import traceback
 import types
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from . import notices
 from .memory import keep_freed_memory_unless_disabled
 from .missing import message, user_frame
 
-__all__ = ["TorchAliasFinder", "run_script", "torch_is_tinyattn"]
+__all__ = ["Inspection", "TorchAliasFinder", "run_script", "torch_is_tinyattn"]
 
 _HERE = os.path.abspath(__file__)
 _EXPLANATION = ("under 'tinyattn run', torch is tinyattn (see 'What runs unchanged' in the "
@@ -272,7 +281,71 @@ def exit_status(code: Any) -> int:
     return 1
 
 
-def run_script(script: str | os.PathLike[str], args: Sequence[str] = ()) -> int:
+@dataclass(frozen=True)
+class Inspection:
+    """What ``tinyattn run --inspect-step N --out DIR`` asks of a run.
+
+    Attributes
+    ----------
+    step : int
+        Which ``backward()`` call to inspect (1 for the first).
+    out : Path
+        Where ``view.html`` and ``view.json`` go (created).
+    every : int, optional
+        Record the attention maps of every ``every``-th call before it, for the training
+        view (default: about 16 of them, ``max(1, step // 16)``).
+    stop : bool
+        End the run (exit status 0) once the page is written.
+    check : bool
+        Run ``check_graph`` on the inspected graph.
+    """
+
+    step: int
+    out: Path
+    every: int | None = None
+    stop: bool = False
+    check: bool = True
+
+
+class _InspectionDone(BaseException):
+    """Ends a run after its inspection (``Inspection.stop``); not the script's to catch."""
+
+
+@contextlib.contextmanager
+def _inspecting(inspection: Inspection | None, script: str) -> Iterator[None]:
+    """Run the block inside a recording that writes the explorer at ``inspection.step``."""
+    if inspection is None:
+        yield
+        return
+    from .inspect.recording import recording
+
+    out = Path(inspection.out).resolve()  # before the script changes directory
+    every = inspection.every or max(1, inspection.step // 16)
+
+    def write(view: Any) -> None:
+        page, numbers = view.save(out / "view.html"), view.save_json(out / "view.json")
+        check = view.data["summary"]["check"]
+        verdict = "" if check is None else f"; check_graph: {check['text']}"
+        print(f"tinyattn run: backward call {inspection.step} inspected "
+              f"({len(view.nodes)} nodes, {len(view.data['attention']['steps'])} steps of "
+              f"attention maps{verdict}): wrote {page} ({page.stat().st_size:,} bytes) and "
+              f"{numbers}", file=sys.stderr)
+        sys.stderr.flush()
+        if inspection.stop:
+            raise _InspectionDone
+
+    title = f"{os.path.basename(script)}: backward call {inspection.step}"
+    with recording(graph_step=inspection.step, every=every, check=inspection.check,
+                   title=title, on_graph=write) as rec:
+        yield
+    if rec.graph is None:
+        print(f"tinyattn run: the script called backward() {rec.backward_calls} time"
+              f"{'' if rec.backward_calls == 1 else 's'}, so backward call {inspection.step} "
+              f"was never reached: nothing was written to {out}", file=sys.stderr)
+
+
+def run_script(script: str | os.PathLike[str], args: Sequence[str] = (),
+               inspection: Inspection | None = None) -> int:
     """Run the PyTorch script ``script`` with ``sys.argv[1:] = args`` on tinyattn; return its
     exit status (see the module's docstring).
 
@@ -282,6 +355,8 @@ def run_script(script: str | os.PathLike[str], args: Sequence[str] = ()) -> int:
         The script, as it would be given to ``python``.
     args : sequence of str
         Its command-line arguments.
+    inspection : Inspection, optional
+        Inspect one of its ``backward()`` calls (``tinyattn run --inspect-step``).
 
     Returns
     -------
@@ -320,9 +395,12 @@ def run_script(script: str | os.PathLike[str], args: Sequence[str] = ()) -> int:
         return 1
     keep_freed_memory_unless_disabled()
     notices.forget()
-    with torch_is_tinyattn(), _as_main(script, path, list(args)) as namespace:
+    with torch_is_tinyattn(), _as_main(script, path, list(args)) as namespace, \
+            _inspecting(inspection, script):
         try:
             exec(code, namespace)
+        except _InspectionDone:
+            return 0
         except SystemExit as exit_:
             return exit_status(exit_.code)
         except KeyboardInterrupt as error:

@@ -437,3 +437,32 @@ def run(stream: TextIO | None = None, seed: int = 123, d_out: int = 2) -> dict[s
     errors = {**gradients.errors, **paths.errors}
     print(verdict(errors), file=out)
     return errors
+
+
+def view(seed: int = 123, causal: bool = False, d_out: int = 2,
+         check: bool = True) -> ta.inspect.View:
+    """The explorer page (:func:`tinyattn.inspect.view`) of the walkthrough's head: the graph of
+    ``L = Σ O ⊙ G`` for the seed sentence, its tensors named as above (``X``, ``W_q``, ``Q``,
+    ``S``, ``P`` ...); with ``causal`` the scores above the diagonal are masked, so query 0 sees
+    only key 0 (``p = 1``: the softmax passes it no gradient). ``tinyattn view`` writes it.
+
+    Examples
+    --------
+    >>> page = view()
+    >>> [node["op"] for node in page.nodes][:5], page.nodes[4]["label"]
+    (['Sum', 'Mul', 'MatMul', 'MatMul', 'Softmax'], 'P')
+    """
+    inputs = make_inputs(seed, d_out)
+    x, G = ta.tensor(inputs.X), ta.tensor(inputs.G)
+    W_q, W_k, W_v = (ta.tensor(w, requires_grad=True) for w in (inputs.W_q, inputs.W_k,
+                                                                inputs.W_v))
+    Q, K, V = x @ W_q, x @ W_k, x @ W_v  # (T, D) each
+    S = (Q @ K.T) * inputs.scale  # (T, T)
+    if causal:
+        T = S.shape[0]
+        S = S.masked_fill(ta.tensor(np.triu(np.ones((T, T), dtype=bool), k=1)), float("-inf"))
+    loss = ((S.softmax(dim=-1) @ V) * G).sum()
+    sentence = " ".join(SEED_TOKENS)
+    return ta.inspect.view(loss, names={"X": x, "G": G, "W_q": W_q, "W_k": W_k, "W_v": W_v},
+                           check=check, title=f'One attention head on "{sentence}"'
+                           + (" (causal)" if causal else ""))

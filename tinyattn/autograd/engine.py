@@ -358,10 +358,25 @@ def backward(
     ``retain_graph`` defaults to ``create_graph``; with ``inputs``, only those tensors (leaves
     or not) get their ``.grad`` accumulated.
     """
+    observed_backward(None, tensors, grad_tensors, retain_graph, create_graph, inputs)
+
+
+def observed_backward(
+    on_node: NodeCallback | None,
+    tensors: Tensor | Sequence[Tensor],
+    grad_tensors: Any = None,
+    retain_graph: bool | None = None,
+    create_graph: bool = False,
+    inputs: Tensor | Sequence[Tensor] | None = None,
+) -> None:
+    """:func:`backward`, with ``on_node(ctx, grads_out, grads_in)`` called at every op as
+    :func:`run_backward` calls it: what :mod:`tinyattn.inspect.recording` uses to watch the
+    backward passes a script runs, without changing them."""
     retain = create_graph if retain_graph is None else retain_graph
     roots, seeds = _roots(tensors, grad_tensors, "backward", create_graph)
     targets = None if inputs is None else _as_tensors(inputs, "inputs", "backward")
-    run_backward(roots, seeds, retain_graph=retain, create_graph=create_graph, targets=targets)
+    run_backward(roots, seeds, retain_graph=retain, create_graph=create_graph, targets=targets,
+                 on_node=on_node)
 
 
 def grad(

@@ -12,6 +12,12 @@ module                 what it gives
 ``gradients.py``       :func:`attention_gradients`: P, dP, dS per layer and head; rollout
 ``saturation.py``      softmax saturation statistics and the scale lab
 ``plots.py``           heatmaps and curves (matplotlib, optional)
+``view.py``            :func:`view`: the interactive explorer of one step's graph (a
+                       self-contained HTML page; inline in Jupyter)
+``recording.py``       :func:`recording`: attention maps across a run's steps, module
+                       scopes, the graph of one step (``tinyattn run --inspect-step``)
+``summaries.py``       statistics and small heatmaps of arrays, for the page
+``browser.py``         a headless Chromium on a page (tests, benchmark, screenshot)
 ``graph.py``           walking a recorded graph (node numbering shared by every tool)
 =====================  ==============================================================
 
@@ -38,6 +44,7 @@ from .plots import (
     plot_losses,
     plot_scale_lab,
 )
+from .recording import Recording, SiteRecord, StepRecord, module_scopes, recording
 from .saturation import (
     HeadSaturation,
     SaturationReport,
@@ -50,13 +57,15 @@ from .saturation import (
     standard_scales,
 )
 from .trace import Trace, TraceRow, trace
+from .view import View, view
 
 __all__ = [
     "AttentionGradients", "CheckReport", "DotGraph", "ExplainStep", "Explanation",
     "GradientRollout", "HeadSaturation", "LayerGradients", "MemoryLedger", "NodeCheck",
-    "SaturationReport", "SavedArray", "ScaleLab", "ScaleRecord", "Trace", "TraceRow",
-    "attention_gradients", "check_graph", "explain", "gradient_rollout", "memory_ledger",
-    "plot_attention", "plot_attention_gradients", "plot_gradient_rollout", "plot_losses",
-    "plot_scale_lab", "render", "row_entropy", "saturation", "scale_lab",
-    "softmax_gain", "standard_scales", "to_dot", "trace",
+    "Recording", "SaturationReport", "SavedArray", "ScaleLab", "ScaleRecord", "SiteRecord",
+    "StepRecord", "Trace", "TraceRow", "View", "attention_gradients", "check_graph", "explain",
+    "gradient_rollout", "memory_ledger", "module_scopes", "plot_attention",
+    "plot_attention_gradients", "plot_gradient_rollout", "plot_losses", "plot_scale_lab",
+    "recording", "render", "row_entropy", "saturation", "scale_lab", "softmax_gain",
+    "standard_scales", "to_dot", "trace", "view",
 ]

@@ -20,7 +20,7 @@ whole derivation, output side first.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -142,8 +142,7 @@ def explain(tensor: Tensor, output: Tensor,
             continue
         inline, chain = composed[id(node)][0] if uses.get(id(node), 1) == 1 else \
             (symbols[id(node)], [])
-        operands = [label(_key(node, i)) if _is_tensor(value) else repr(value)
-                    for i, value in enumerate(node.inputs)]
+        operands = operand_names(node, label)
         for slot, edge in enumerate(node.edges):
             if edge is None or (id(edge) not in through and edge is not target):
                 continue
@@ -172,6 +171,23 @@ def chain_rule(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
     if formula is None:
         return f"J_{node.name}ᵀ[{slot}]({g})"
     return formula(node, slot, g, x, out)
+
+
+def operand_names(node: Context, label: Callable[[int], str]) -> list[str]:
+    """The names of ``node``'s arguments as its ``formula`` receives them: ``label(key)`` of
+    each tensor (``key`` the id of its producer node, or of the tensor itself for a leaf or a
+    constant), ``repr`` of every other argument."""
+    return [label(_key(node, i)) if _is_tensor(value) else repr(value)
+            for i, value in enumerate(node.inputs)]
+
+
+def tensor_names(order: list[Context], output: Tensor,
+                 names: Mapping[str, Tensor] | Module | None = None) -> dict[int, str]:
+    """The names :func:`explain` gives in the graph ``order`` of ``output``, by id (of a node
+    for its output, of a tensor for a leaf or a constant): ``names`` first, then the attention
+    roles (``S``, ``P``, ``Q``, ...), ``θ₀ …`` for leaves that require grad, ``C0 …`` for
+    constants; a node without one is ``h<k>``."""
+    return _names(order, output, names)
 
 
 def starts_named_gradient(node: Context) -> bool:

@@ -51,7 +51,12 @@ class AttentionGradients(TableReport):
     """``P``, ``dP`` and ``dS`` of every attention layer and head, in forward order.
 
     ``maps[l]`` (or ``maps["blocks.0.attn"]``) is a :class:`LayerGradients`; ``str(maps)``
-    tabulates the norms per layer and head.
+    tabulates the norms per layer and head: ``|P|``, ``|dP|`` and ``|dS|`` are the Euclidean
+    (Frobenius) norms, over the batch, of that head's weights ``P``, of the gradient ``dP`` at
+    the weights and of the gradient ``dS`` at the scores; ``|dS|/|dP|`` is how much of the
+    gradient the softmax lets through. (Each row of ``P`` sums to 1, so ``|P|`` runs from
+    ``√(B·T/S)`` for uniform attention to ``√(B·T)`` when every query looks at one key: it
+    measures how peaked the weights are.)
     """
 
     def __init__(self, layers: list[LayerGradients], loss: float,
@@ -96,8 +101,11 @@ class AttentionGradients(TableReport):
         return rows
 
     def summary(self) -> str:
-        return f"loss {self.loss:.4f}; largest |dS| or |P| above the diagonal: " \
-               f"{self.causal_leak():.3g}"
+        return ("|P|, |dP|, |dS|: norms over the batch of the head's weights P, of the gradient "
+                "dP at the weights and of the gradient dS at the scores (|P| grows from "
+                "√(B·T/S), uniform weights, to √(B·T), one key per query)\n"
+                f"loss {self.loss:.4f}; largest |dS| or |P| above the diagonal: "
+                f"{self.causal_leak():.3g}")
 
     def __repr__(self) -> str:
         return f"<AttentionGradients of {len(self.layers)} layers>"
@@ -171,7 +179,7 @@ def _softmax_output(weights: Tensor) -> Tensor:
     return weights if node is weights.grad_fn else node.saved_tensors[0]
 
 
-def _run_loss(model: Module, batch: Any, loss_fn: LossFn | None, op: str) -> tuple[Any, Tensor]:
+def run_loss(model: Module, batch: Any, loss_fn: LossFn | None, op: str) -> tuple[Any, Tensor]:
     """Call ``model(*batch)`` and reduce its output to the loss: ``loss_fn(output)``, or the
     second item of an ``(output, loss)`` pair, or the output itself when it is a scalar."""
     args = batch if isinstance(batch, tuple) else (batch,)
@@ -226,7 +234,7 @@ def attention_gradients(model: Module, batch: Any, loss_fn: LossFn | None = None
     multi_head = {name: isinstance(layer, MultiHeadAttention) for name, layer, _ in layers}
     store: list[tuple[str, int | None, Tensor]] = []
     with _weights_recorded(layers, store):
-        _, loss = _run_loss(model, batch, loss_fn, op)
+        _, loss = run_loss(model, batch, loss_fn, op)
     if not store:
         raise RuntimeError(f"{op}: no attention layer was called during the forward pass")
     weights = [_softmax_output(w) for _, _, w in store]

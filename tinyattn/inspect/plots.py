@@ -178,6 +178,7 @@ def plot_attention_gradients(
 ) -> Path | Figure:
     """Draw ``P``, ``dP`` and ``dS`` side by side: one row per layer and head.
 
+    Row ``t`` of a panel is query ``t``, column ``s`` key ``s`` (both axes are labelled).
     ``P`` in viridis from 0; ``dP`` and ``dS`` on a red-blue scale centred at 0 (red where
     raising the entry would raise the loss), each panel with its own range.
 
@@ -227,6 +228,8 @@ def plot_attention_gradients(
             ax.set_title(f"{layer.name} head {h}: {label}", fontsize=8)
             ax.set_xticks(range(n_keys), key_labels, rotation=90, fontsize=6)
             ax.set_yticks(range(n_queries), query_labels, fontsize=6)
+            ax.set_xlabel("key", fontsize=7)
+            ax.set_ylabel("query", fontsize=7)
     if title:
         figure.suptitle(title)
     return finish(figure, path)

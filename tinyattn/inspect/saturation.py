@@ -54,12 +54,16 @@ def softmax_gain(P: np.ndarray) -> np.ndarray:
     ``diag(p) − p pᵀ`` is a rank-one downdate of ``diag(p)``, so its largest eigenvalue lies
     between the two largest weights ``p₍₂₎ ≤ λ ≤ p₍₁₎`` and is the root there of the secular
     equation ``1 = Σ_j p_j² / (p_j − λ)`` (decreasing in ``λ`` on that interval): found by
-    bisection, for all rows at once, in float64.
+    bisection, for all rows at once, in float64. A row with one non-zero weight ``p₁`` has
+    ``λ = p₁ (1 − p₁)`` exactly (0 for a one-hot row: a query that sees one key passes no
+    gradient to its score).
 
     Examples
     --------
     >>> softmax_gain(np.array([[0.5, 0.5], [1.0, 0.0]])).round(6).tolist()
     [0.5, 0.0]
+    >>> float(softmax_gain(np.array([0.0, 1.0, 0.0])))
+    0.0
     """
     p = np.asarray(P, dtype=np.float64)
     rows = p.reshape(-1, p.shape[-1])  # (N, S)
@@ -74,7 +78,10 @@ def softmax_gain(P: np.ndarray) -> np.ndarray:
             right = residual > 0  # the root lies above the middle
             low = np.where(right, middle, low)
             high = np.where(right, high, middle)
-    return (0.5 * (low + high)).reshape(p.shape[:-1])
+    gain = 0.5 * (low + high)
+    single = np.count_nonzero(rows, axis=-1) == 1  # diag(p) − ppᵀ = (p₁ − p₁²) e eᵀ
+    gain = np.where(single, top[:, 1] * (1.0 - top[:, 1]), gain)
+    return gain.reshape(p.shape[:-1])
 
 
 @dataclass(frozen=True)
