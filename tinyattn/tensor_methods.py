@@ -214,6 +214,10 @@ class TensorMethods:
         """The inner product of two 1-D tensors of the same size: :func:`tinyattn.dot`."""
         return _ops.dot(self, other)
 
+    def outer(self, vec2):
+        """The outer product ``self[i] · vec2[j]`` of two 1-D tensors: :func:`tinyattn.outer`."""
+        return _ops.outer(self, vec2)
+
     def eq(self, other):
         """Elementwise ``input == other``: :func:`tinyattn.eq`."""
         return _ops.eq(self, other)

@@ -1,4 +1,5 @@
-"""Matrix products: ``matmul`` (numpy's batching and broadcasting), ``mm``, ``bmm``, ``dot``.
+"""Matrix products: ``matmul`` (numpy's batching and broadcasting), ``mm``, ``bmm``, ``dot``,
+and the outer product ``outer``.
 
 Float products run on the numba matmul kernel (:func:`tinyattn.kernels.matmul.matmul`);
 integer ones on numpy. Mixed dtypes are refused, as in PyTorch.
@@ -14,6 +15,7 @@ from ..kernels.matmul import matmul as matmul_kernel
 from ..tables import shape_text
 from ..tensor import Tensor, check_kernel_dtype, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_same_dtype
+from .arithmetic import mul
 from .notation import factor, right, transpose
 
 _KERNEL_MACS = 4096
@@ -143,3 +145,43 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
         raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
                            f"{input.shape} and {other.shape}")
     return matmul(input, other)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two 1-D tensors: ``out[i, j] = input[i] · vec2[j]``.
+
+    As in PyTorch it is the broadcast product ``input[:, None] * vec2[None, :]`` (dtypes
+    promote as in ``*``; the gradient is that of the product, ``d input = G · vec2`` and
+    ``d vec2 = Gᵀ · input``).
+
+    Parameters
+    ----------
+    input : Tensor
+        A 1-D tensor of length ``n``.
+    vec2 : Tensor
+        A 1-D tensor of length ``m``.
+
+    Returns
+    -------
+    Tensor
+        The ``(n, m)`` product.
+
+    Raises
+    ------
+    ShapeError
+        When either argument is not 1-D.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.outer(ta.tensor([1.0, 2.0]), ta.tensor([1.0, 10.0, 100.0]))
+    tensor([[1., 10., 100.],
+            [2., 20., 200.]])
+    """
+    check_tensor("outer", "input", input)
+    check_tensor("outer", "vec2", vec2)
+    for label, vector in (("input", input), ("vec2", vec2)):
+        if vector.ndim != 1:
+            raise ShapeError(f"outer: expected 1-D tensors, got {label} of shape "
+                             f"{vector.shape} ({vector.ndim}-D)")
+    return mul(input.reshape(-1, 1), vec2.reshape(1, -1))
