@@ -64,12 +64,13 @@ class MatMul(Function):
         da = db = None
         if b is not None:
             da = matmul(grad, (b.unsqueeze(-1) if b_column else b).mT)  # (..., M, K)
-            if a_row:
-                da = da.reshape(-1, da.shape[-1]).sum(0)  # (K,)
+            if a_row:  # (..., 1, K): the row's gradient summed over the batch dims
+                da = da.sum(tuple(range(da.ndim - 1)))  # (K,)
         if a is not None:
             db = matmul((a.unsqueeze(0) if a_row else a).mT, grad)  # (..., K, N)
-            if b_column:
-                db = db.reshape(-1, db.shape[-2]).sum(0) if db.ndim > 2 else db.squeeze(-1)
+            if b_column:  # (..., K, 1): the column's gradient summed over the batch dims
+                db = db.squeeze(-1)
+                db = db.sum(tuple(range(db.ndim - 1))) if db.ndim > 1 else db  # (K,)
         return da, db
 
     @staticmethod
@@ -116,6 +117,12 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if inner_a != inner_b:
         raise ShapeError(f"matmul: shapes {input.shape} and {other.shape} do not align: "
                          f"{inner_a} != {inner_b}")
+    rows = input.shape[-2] if input.ndim > 1 else 1
+    columns = other.shape[-1] if other.ndim > 1 else 1
+    if input.dtype.kind == "b" and inner_a and rows and columns and input.size and other.size:
+        raise DTypeError(f"matmul: products of bool matrices are not supported (shapes "
+                         f"{input.shape} and {other.shape}; PyTorch has no bool kernel either): "
+                         "convert them with .long() or .float()")
     if input.ndim > 2 or other.ndim > 2:
         batch_a = input.shape[:-2] if input.ndim > 1 else ()
         batch_b = other.shape[:-2] if other.ndim > 1 else ()
