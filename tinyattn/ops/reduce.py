@@ -139,9 +139,8 @@ class Var(Function):
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         (x,) = ctx.saved_tensors
         axes, keepdim = ctx.kwargs["axes"], ctx.kwargs["keepdim"]
-        divisor = builtins.max(_reduced_count(x.shape, axes) - ctx.kwargs["correction"], 0)
-        # no degrees of freedom left (the forward's divisor is clamped at 0): inf · 0 = NaN
-        scale = 2.0 / divisor if divisor else math.inf
+        divisor = _reduced_count(x.shape, axes) - ctx.kwargs["correction"]
+        scale = 2.0 / divisor if divisor else math.inf  # 0 dof: inf · 0 = NaN, as PyTorch
         centered = x - x.mean(dim=axes, keepdim=True)
         return scale * _with_kept_axes(grad, x.shape, axes, keepdim) * centered
 
@@ -223,8 +222,9 @@ class Extremum(Function):
 
     A NaN is the extremum of its row (its value is NaN). ``max()``/``min()`` send the gradient
     to the NaN positions; ``amax``/``amin`` compare values, find no tie for a NaN and give the
-    row a NaN gradient — both as PyTorch does. The gradient is multiplied by the 0/1 mask of
-    the extrema (PyTorch's rule), so a NaN gradient arriving at a row is NaN for all of it.
+    row a NaN gradient — both as PyTorch does. As in PyTorch, ``max()``/``min()`` select the
+    gradient of the extrema, while ``amax``/``amin`` multiply it by their 0/1 mask (so a NaN
+    gradient arriving at a row is NaN for all of it).
     """
 
     @staticmethod
@@ -248,8 +248,10 @@ class Extremum(Function):
         hit, ties = ctx.saved_tensors
         if not ctx.kwargs["keepdim"]:
             grad = grad.reshape(ties.shape)
-        # a product with the 0/1 mask, not a selection: a NaN or infinite gradient reaches the
-        # whole row (NaN · 0), as in PyTorch's amax/amin and max()/min()
+        if ctx.kwargs["nan_hits"]:  # max()/min(): the extrema are selected, as in PyTorch
+            return where(hit, grad / ties, 0.0)
+        # amax/amin: a product with the 0/1 mask (PyTorch's rule), so that a NaN or infinite
+        # gradient reaches the whole row (NaN · 0)
         return grad / ties * hit.to(ties.dtype)
 
     @staticmethod
