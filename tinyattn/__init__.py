@@ -45,6 +45,15 @@ from .autograd import (
 from .backends import get_float32_matmul_precision, set_float32_matmul_precision
 from .compiler import compile
 from .creation import (
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
     arange,
     as_tensor,
     empty,
@@ -229,6 +238,9 @@ __all__ = [
 # elementwise functions and the outer product that PyTorch also offers at the top level
 __all__ += ["ceil", "expm1", "floor", "log1p", "outer", "reciprocal", "round", "sign",
             "square", "trunc"]
+# PyTorch's legacy typed constructors (torch.LongTensor([[1, 2]]), isinstance(x, FloatTensor))
+__all__ += ["BoolTensor", "ByteTensor", "CharTensor", "DoubleTensor", "FloatTensor",
+            "HalfTensor", "IntTensor", "LongTensor", "ShortTensor"]
 # what training scripts touch on a CPU (tinyattn.run runs them unchanged)
 __all__ += [
     "amp", "autocast", "backends", "bfloat16", "compile", "compiler", "distributed", "finfo",

@@ -700,9 +700,17 @@ class TensorMethods:
         return _ops.clone(result) if copy and result is self else result
 
     def type(self, dtype=None):
-        """With no argument the type name (``'tinyattn.FloatTensor'``); else ``to(dtype)``."""
+        """With no argument the type name (``'tinyattn.FloatTensor'``); else ``to(dtype)``,
+        where ``dtype`` may also be a legacy type (``torch.LongTensor``) or its name
+        (``'torch.LongTensor'``), as in PyTorch."""
         if dtype is None:
             return f"tinyattn.{_TYPE_NAMES[self.dtype.name]}Tensor"
+        from .creation import TYPED_TENSORS
+
+        if isinstance(dtype, str) and dtype.rpartition(".")[2] in TYPED_TENSORS:
+            dtype = TYPED_TENSORS[dtype.rpartition(".")[2]]
+        if isinstance(dtype, type) and dtype.__name__ in TYPED_TENSORS:
+            dtype = TYPED_TENSORS[dtype.__name__].dtype
         return _ops.cast(self, dtype)
 
     def type_as(self, other):
