@@ -6,10 +6,9 @@ evaluates held-out problems with ``generate``, and the sum's digits written in r
 import sys
 
 import torch
-from torch.utils.data import DataLoader, Dataset
-
 from config import Config
 from model import TinyGPT
+from torch.utils.data import DataLoader, Dataset
 from trainer import Trainer
 
 

@@ -4,10 +4,9 @@ drawn for ever from a random sampler with replacement, and named callback events
 import time
 
 import torch
+from config import Config
 from torch.utils.data import RandomSampler
 from torch.utils.data.dataloader import DataLoader
-
-from config import Config
 
 
 class Trainer:
