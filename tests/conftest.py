@@ -31,3 +31,7 @@ def _grad_mode_is_not_leaked():
     autograd.grad_mode._set_grad_enabled(True)
     assert not leaked_grad, "the test left grad mode off (a no_grad() region was not exited)"
     assert not leaked_anomaly, "the test left detect_anomaly on"
+
+# PyTorch scripts that tests/test_scripts_in_style.py runs through ``tinyattn run`` (and under
+# PyTorch itself): they are programs, not test modules, and import ``torch``.
+collect_ignore_glob = ["scripts_in_style/*"]

@@ -42,7 +42,7 @@ def test_default_eps_is_the_dtype_machine_epsilon():
     (lambda: ta.F.rms_norm(ta.randn(2, 3), 3, ta.ones(4)), r"weight must have shape"),
     (lambda: ta.F.rms_norm(ta.randn(2, 3), 3, eps=0.0), r"eps must be > 0"),
     (lambda: ta.nn.RMSNorm(3, eps=-1.0), r"RMSNorm: eps"),
-    (lambda: ta.nn.RMSNorm(0), r"RMSNorm: normalized_shape"),
+    (lambda: ta.nn.RMSNorm(-1), r"RMSNorm: normalized_shape"),
 ])
 def test_bad_rms_norm_arguments_raise_clear_errors(bad, message):
     with pytest.raises(ValueError, match=message):

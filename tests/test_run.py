@@ -179,6 +179,21 @@ class TinyGPT(nn.Module):
             loss = F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
         return logits, loss
 
+    @torch.no_grad()
+    def generate(self, idx, max_new_tokens, temperature=1.0, top_k=None):
+        for _ in range(max_new_tokens):
+            idx_cond = idx if idx.size(1) <= self.pos.num_embeddings else \
+                idx[:, -self.pos.num_embeddings:]
+            logits, _ = self(idx_cond)
+            logits = logits[:, -1, :] / temperature
+            if top_k is not None:
+                v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+                logits[logits < v[:, [-1]]] = -float("Inf")
+            probs = F.softmax(logits, dim=-1)
+            idx_next = torch.multinomial(probs, num_samples=1)
+            idx = torch.cat((idx, idx_next), dim=1)
+        return idx
+
     def optimizer(self, lr, device_type):
         decay = [p for p in self.parameters() if p.dim() >= 2]
         rest = [p for p in self.parameters() if p.dim() < 2]
@@ -280,11 +295,63 @@ if ddp:
 """
 
 
+SAMPLE = """
+import os
+from contextlib import nullcontext
+
+import torch
+
+from model import TinyGPT
+
+out_dir = "out"
+num_samples = 2
+max_new_tokens = 12
+temperature = 0.8
+top_k = 5
+seed = 1337
+device = "cuda"
+dtype = "bfloat16" if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else "float16"
+compile = False
+exec(open(os.path.join(os.path.dirname(__file__), "configurator.py")).read())
+
+torch.manual_seed(seed)
+torch.cuda.manual_seed(seed)
+device_type = "cuda" if "cuda" in device else "cpu"
+ptdtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[dtype]
+ctx = nullcontext() if device_type == "cpu" else torch.amp.autocast(device_type=device_type,
+                                                                    dtype=ptdtype)
+
+checkpoint = torch.load(os.path.join(out_dir, "ckpt.pt"), map_location=device)
+model = TinyGPT(10, 8, checkpoint["config"]["width"], 2, 2)
+state_dict = checkpoint["model"]
+unwanted_prefix = "_orig_mod."
+for k, v in list(state_dict.items()):
+    if k.startswith(unwanted_prefix):
+        state_dict[k[len(unwanted_prefix):]] = state_dict.pop(k)
+model.load_state_dict(state_dict)
+model.eval()
+model.to(device)
+if compile:
+    model = torch.compile(model)
+print(f"weights {model.head.weight.sum().item():.6f} saved {checkpoint['weight_sum']:.6f}")
+
+start_ids = [ord(c) - ord("a") for c in "abc"]
+x = torch.tensor(start_ids, dtype=torch.long, device=device)[None, ...]
+with torch.no_grad():
+    with ctx:
+        for k in range(num_samples):
+            y = model.generate(x, max_new_tokens, temperature=temperature, top_k=top_k)
+            print("sample", "".join(chr(ord("a") + int(i)) for i in y[0].tolist()))
+            print("---------------")
+"""
+
+
 @pytest.fixture
 def project(tmp_path):
     write(tmp_path / "configurator.py", CONFIGURATOR)
     write(tmp_path / "model.py", MODEL)
     write(tmp_path / "train.py", TRAIN)
+    write(tmp_path / "sample.py", SAMPLE)
     write(tmp_path / "config" / "tiny.py", """
         # a config file, as nanoGPT's config/*.py
         max_iters = 6
@@ -322,6 +389,37 @@ def test_a_nanogpt_style_script_trains_saves_and_resumes(project):
     assert at == "6" and saved == now  # the weights are the checkpoint's
     assert [line.split(":")[0] for line in second.stdout.splitlines()
             if line.startswith("iter ")] == ["iter 7", "iter 8", "iter 9"]
+
+
+def test_a_sample_script_loads_the_checkpoint_and_samples(project):
+    trained = tinyattn_run("train.py", "config/tiny.py", "--device=cpu", "--max_iters=6",
+                           cwd=project)
+    assert trained.returncode == 0, trained.stderr
+    runs = [tinyattn_run("sample.py", "--device=cpu", f"--seed={seed}", cwd=project)
+            for seed in (1337, 1337, 7)]
+    for run in runs:
+        assert run.returncode == 0, run.stderr
+    lines = runs[0].stdout.splitlines()
+    _, now, _, saved = lines[0].split()
+    assert now == saved  # the model sampled is the checkpoint's
+    samples = [line.split()[1] for line in lines if line.startswith("sample ")]
+    assert len(samples) == 2 and all(len(s) == 3 + 12 and s.startswith("abc") for s in samples)
+    assert all(set(s) <= set("abcdefghij") for s in samples)
+    assert runs[0].stdout == runs[1].stdout  # torch.manual_seed makes sampling repeat
+    assert runs[2].stdout != runs[0].stdout
+
+
+def test_the_sample_script_is_valid_pytorch(project):
+    """The oracle: PyTorch samples from the checkpoint that tinyattn trained and saved."""
+    pytest.importorskip("torch")
+    trained = tinyattn_run("train.py", "config/tiny.py", "--device=cpu", "--max_iters=3",
+                           cwd=project)
+    assert trained.returncode == 0, trained.stderr
+    result = python_run("sample.py", "--device=cpu", cwd=project)
+    assert result.returncode == 0, result.stderr
+    _, now, _, saved = result.stdout.splitlines()[0].split()
+    assert now == saved
+    assert sum(line.startswith("sample abc") for line in result.stdout.splitlines()) == 2
 
 
 def test_a_ddp_launch_is_refused_with_a_clear_error(project):

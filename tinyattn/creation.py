@@ -229,3 +229,62 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
                                         replace=replacement, p=row / total)
                       for row, total in zip(rows, totals)])
     return Tensor(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64))
+
+
+# ---- PyTorch's legacy typed constructors: torch.FloatTensor, torch.LongTensor, ... ------------
+class _TypedTensorMeta(type):
+    """The type of ``torch.FloatTensor`` and its kin: calling one makes a tensor of its dtype,
+    and ``isinstance(x, torch.FloatTensor)`` asks whether ``x`` is a tensor of that dtype."""
+
+    dtype: np.dtype
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, Tensor) and obj.dtype == cls.dtype
+
+    def __call__(cls, *args: Any, device: Any = None) -> Tensor:
+        op = f"torch.{cls.__name__}"
+        check_device(device, op)
+        if not args:
+            return Tensor(np.zeros(0, cls.dtype))
+        if all(is_int(a) for a in args) or (len(args) == 1 and isinstance(args[0], tuple)
+                                            and all(is_int(a) for a in args[0])
+                                            and type(args[0]) is not tuple):
+            sizes = args[0] if len(args) == 1 and isinstance(args[0], tuple) else args
+            return Tensor(np.zeros(_size(op, tuple(sizes)), cls.dtype))  # PyTorch: uninitialized
+        if len(args) == 1:
+            data = args[0]
+            if isinstance(data, Tensor):
+                if data.dtype != cls.dtype:
+                    raise TypeError(f"{op}(tensor): expected a tensor of dtype {cls.dtype}, got "
+                                    f"{data.dtype} (use tensor.to(...) to convert it)")
+                return data.detach()
+            return tensor(data, dtype=cls.dtype)
+        raise TypeError(f"{op}: expected sizes (ints) or one sequence of data, got "
+                        f"{', '.join(type(a).__name__ for a in args)}")
+
+    def __repr__(cls) -> str:
+        return f"<class 'tinyattn.{cls.__name__}'>"
+
+
+def _typed(name: str, dtype: Any) -> type:
+    doc = (f"``torch.{name}``, PyTorch's legacy constructor of {np.dtype(dtype).name} tensors: "
+           f"``{name}(data)`` is ``tensor(data, dtype={np.dtype(dtype).name})``, "
+           f"``{name}(2, 3)`` a (2, 3) tensor of zeros (PyTorch leaves it uninitialized), "
+           f"``{name}()`` an empty one; ``isinstance(x, {name})`` tests the dtype.")
+    return _TypedTensorMeta(name, (), {"dtype": np.dtype(dtype), "__doc__": doc,
+                                       "__module__": "tinyattn"})
+
+
+FloatTensor = _typed("FloatTensor", np.float32)
+DoubleTensor = _typed("DoubleTensor", np.float64)
+HalfTensor = _typed("HalfTensor", np.float16)
+LongTensor = _typed("LongTensor", np.int64)
+IntTensor = _typed("IntTensor", np.int32)
+ShortTensor = _typed("ShortTensor", np.int16)
+CharTensor = _typed("CharTensor", np.int8)
+ByteTensor = _typed("ByteTensor", np.uint8)
+BoolTensor = _typed("BoolTensor", np.bool_)
+TYPED_TENSORS = {cls.__name__: cls for cls in (
+    FloatTensor, DoubleTensor, HalfTensor, LongTensor, IntTensor, ShortTensor, CharTensor,
+    ByteTensor, BoolTensor)}
+"""The legacy constructors by name (``Tensor.type('torch.LongTensor')`` reads this)."""

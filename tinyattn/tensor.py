@@ -456,15 +456,31 @@ class Tensor(TensorMethods):
 
     @property
     def T(self) -> Tensor:
-        """All dims reversed (the matrix transpose for 2-D tensors; a 0-d or 1-d tensor is
-        returned as it is, as PyTorch)."""
-        if self.ndim < 2:
-            return self
-        return _ops.permute(self, *reversed(range(self.ndim)))
+        """All dims reversed: the matrix transpose for 2-D tensors.
+
+        As in PyTorch, any other number of dims still works but warns that it is deprecated
+        (for 0-d and 1-d tensors the result is an identity view of the tensor, with a
+        ``grad_fn``, not the tensor itself); ``.mT`` transposes batches of matrices.
+        """
+        if self.ndim == 0:
+            warnings.warn("Tensor.T is deprecated on 0-D tensors. This function is the "
+                          "identity in these cases.", UserWarning, stacklevel=2)
+        elif self.ndim != 2:
+            warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse "
+                          "their shape is deprecated and it will throw an error in a future "
+                          "release. Consider `x.mT` to transpose batches of matrices or "
+                          "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the "
+                          "dimensions of a tensor.", UserWarning, stacklevel=2)
+        if self.ndim < 2:  # an identity view, as PyTorch's (permute would return self)
+            return _ops.shape.Permute.apply(self, dims=tuple(range(self.ndim)))
+        return _ops.permute(self, tuple(reversed(range(self.ndim))))
 
     @property
     def mT(self) -> Tensor:  # noqa: N802  (PyTorch's name)
-        """The last two dims swapped."""
+        """The last two dims swapped (a ShapeError below 2 dims, as PyTorch's error)."""
+        if self.ndim < 2:
+            raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of "
+                             f"matrices, got a {self.ndim}-D tensor of shape {self.shape}")
         return _ops.transpose(self, -2, -1)
 
 

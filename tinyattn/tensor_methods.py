@@ -214,6 +214,10 @@ class TensorMethods:
         """The inner product of two 1-D tensors of the same size: :func:`tinyattn.dot`."""
         return _ops.dot(self, other)
 
+    def outer(self, vec2):
+        """The outer product ``self[i] · vec2[j]`` of two 1-D tensors: :func:`tinyattn.outer`."""
+        return _ops.outer(self, vec2)
+
     def eq(self, other):
         """Elementwise ``input == other``: :func:`tinyattn.eq`."""
         return _ops.eq(self, other)
@@ -696,9 +700,17 @@ class TensorMethods:
         return _ops.clone(result) if copy and result is self else result
 
     def type(self, dtype=None):
-        """With no argument the type name (``'tinyattn.FloatTensor'``); else ``to(dtype)``."""
+        """With no argument the type name (``'tinyattn.FloatTensor'``); else ``to(dtype)``,
+        where ``dtype`` may also be a legacy type (``torch.LongTensor``) or its name
+        (``'torch.LongTensor'``), as in PyTorch."""
         if dtype is None:
             return f"tinyattn.{_TYPE_NAMES[self.dtype.name]}Tensor"
+        from .creation import TYPED_TENSORS
+
+        if isinstance(dtype, str) and dtype.rpartition(".")[2] in TYPED_TENSORS:
+            dtype = TYPED_TENSORS[dtype.rpartition(".")[2]]
+        if isinstance(dtype, type) and dtype.__name__ in TYPED_TENSORS:
+            dtype = TYPED_TENSORS[dtype.__name__].dtype
         return _ops.cast(self, dtype)
 
     def type_as(self, other):

@@ -80,19 +80,36 @@ def _reduce(loss: Tensor, reduction: str, denominator: Tensor | float | None = N
     return total / (loss.numel() if denominator is None else denominator)
 
 
-def _regression_pair(op: str, input: Tensor, target: Tensor) -> None:
-    """Check a regression loss's tensors. Different shapes broadcast, with PyTorch's warning."""
+def _regression_pair(op: str, input: Tensor, target: Tensor,
+                     integers: bool = False) -> tuple[Tensor, Tensor]:
+    """Check a regression loss's tensors and return them ready to subtract: a bool one beside
+    a float one becomes that float dtype (0 and 1), as PyTorch's loss kernels take it.
+
+    Different shapes broadcast, with PyTorch's warning. ``integers``: two integer tensors are
+    accepted too (``l1_loss``, which PyTorch computes as ``(input - target).abs()``; it refuses
+    bool there, as its subtraction does)."""
     check_tensor(op, "input", input)
     check_tensor(op, "target", target)
-    if input.dtype.kind != "f" and target.dtype.kind != "f":
+    kinds = input.dtype.kind + target.dtype.kind
+    if integers:
+        if "b" in kinds:
+            raise DTypeError(f"{op}: a bool tensor cannot be subtracted (dtypes {input.dtype} "
+                             f"and {target.dtype}); convert it with .float(), as PyTorch "
+                             "requires too")
+    elif "f" not in kinds:
         raise DTypeError(f"{op}: input or target must be a floating point tensor, got dtypes "
                          f"{input.dtype} and {target.dtype}")
+    if kinds == "fb":
+        target = target.to(input.dtype)
+    elif kinds == "bf":
+        input = input.to(target.dtype)
     if input.shape != target.shape:
         shape = broadcast_shapes(op, input.shape, target.shape)
         warnings.warn(f"{op}: target of shape {target.shape} and input of shape {input.shape} "
                       f"differ; they are broadcast to {shape} (as PyTorch does, with the same "
                       "warning), which is rarely what was meant: give them the same shape",
                       UserWarning, stacklevel=3)
+    return input, target
 
 
 def _elementwise_weight(op: str, weight: Tensor | None, input: Tensor) -> Tensor | None:
@@ -413,7 +430,8 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
 
     Parameters
     ----------
-    input, target : Tensor; at least one floating point. Different shapes broadcast together
+    input, target : Tensor; at least one floating point (a bool one counts as 0 and 1, as in
+        PyTorch). Different shapes broadcast together
         with a warning (as in PyTorch): the usual cause is a (N, 1) prediction against a (N,)
         target, which gives an (N, N) loss
     size_average, reduce : bool, optional, deprecated: mapped to ``reduction`` as PyTorch does
@@ -428,7 +446,7 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     5.0
     """
     reduction = legacy_reduction("mse_loss", reduction, size_average, reduce)
-    _regression_pair("mse_loss", input, target)
+    input, target = _regression_pair("mse_loss", input, target)
     weight = _elementwise_weight("mse_loss", weight, input)
     diff = input - target
     return _weighted_reduce(diff * diff, weight, reduction, mean_by_weight=True)
@@ -440,7 +458,9 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     """Mean absolute error: ``ℓ = |x − t|`` per element (gradient ``sign(x − t)``, 0 at 0).
 
     The arguments are those of :func:`mse_loss`: different shapes broadcast with a warning, and
-    with a ``weight`` 'mean' is ``Σ w |x − t| / Σ w``.
+    with a ``weight`` 'mean' is ``Σ w |x − t| / Σ w``. As in PyTorch (which computes it as
+    ``(input - target).abs()``), two integer tensors give an integer loss with 'none' and
+    'sum', and a bool tensor is refused.
 
     Examples
     --------
@@ -449,7 +469,11 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     2.0
     """
     reduction = legacy_reduction("l1_loss", reduction, size_average, reduce)
-    _regression_pair("l1_loss", input, target)
+    input, target = _regression_pair("l1_loss", input, target, integers=True)
+    if reduction == "mean" and "f" not in input.dtype.kind + target.dtype.kind:
+        raise DTypeError(f"l1_loss: reduction='mean' of integer tensors (dtypes {input.dtype} "
+                         f"and {target.dtype}) has no integer result: convert them with "
+                         ".float(), or use reduction='sum' (PyTorch refuses the mean too)")
     weight = _elementwise_weight("l1_loss", weight, input)
     return _weighted_reduce((input - target).abs(), weight, reduction, mean_by_weight=True)
 
@@ -471,7 +495,7 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     """
     reduction = legacy_reduction("smooth_l1_loss", reduction, size_average, reduce)
     beta = check_number("smooth_l1_loss", "beta", beta, low=0.0)
-    _regression_pair("smooth_l1_loss", input, target)
+    input, target = _regression_pair("smooth_l1_loss", input, target)
     diff = input - target
     size = diff.abs()
     if beta == 0.0:
@@ -486,7 +510,9 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
 
     ``huber_loss = delta · smooth_l1_loss(beta=delta)``. With a ``weight`` (the input's shape),
     ``ℓ = w · huber`` and 'mean' divides by the number of elements, not by ``Σ w`` (PyTorch's
-    definition, unlike :func:`mse_loss`). Different shapes broadcast with a warning.
+    definition, unlike :func:`mse_loss`). Different shapes broadcast with a warning. The loss
+    has the input's dtype (PyTorch's: a float64 target does not promote a float32 input), so
+    the input must be floating point.
 
     Examples
     --------
@@ -499,7 +525,11 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     delta = check_number("huber_loss", "delta", delta)
     if delta <= 0.0:
         raise ValueError(f"huber_loss: delta must be a number > 0, got {delta}")
-    _regression_pair("huber_loss", input, target)
+    if input.dtype.kind != "f":  # PyTorch's huber_loss writes its result in the input's dtype
+        raise DTypeError(f"huber_loss: input must be a floating point tensor (the loss has the "
+                         f"input's dtype, as in PyTorch), got dtype {input.dtype}")
+    input, target = _regression_pair("huber_loss", input, target.to(input.dtype)
+                                     if isinstance(target, Tensor) else target)
     weight = _elementwise_weight("huber_loss", weight, input)
     diff = input - target
     size = diff.abs()

@@ -12,11 +12,12 @@ from ..validation import check_number, check_same_dtype, is_int
 
 
 def normalized_shape_tuple(op: str, normalized_shape: int | Sequence[int]) -> tuple[int, ...]:
-    """``normalized_shape`` as a non-empty tuple of positive ints (an int means one dim)."""
+    """``normalized_shape`` as a non-empty tuple of non-negative ints (an int means one dim;
+    a 0 normalises over nothing, and the result is empty, as in PyTorch)."""
     dims = (normalized_shape,) if is_int(normalized_shape) else tuple(normalized_shape)
-    if not dims or any(not is_int(d) or d < 1 for d in dims):
-        raise ValueError(f"{op}: normalized_shape must be a positive int or a non-empty tuple "
-                         f"of positive ints, got {normalized_shape!r}")
+    if not dims or any(not is_int(d) or d < 0 for d in dims):
+        raise ValueError(f"{op}: normalized_shape must be a non-negative int or a non-empty "
+                         f"tuple of non-negative ints, got {normalized_shape!r}")
     return tuple(int(d) for d in dims)
 
 

@@ -15,7 +15,7 @@ file                   ops
 ``index.py``           GetItem, IndexScatter, IndexPut (setitem), Cat, Stack, Scatter
                        (scatter/scatter_add), IndexFill, Sort (sort/argsort, topk)
 ``masking.py``         Where, MaskedFill, Triangle (triu/tril)
-``matmul.py``          MatMul (matmul, mm, bmm, dot)
+``matmul.py``          MatMul (matmul, mm, bmm, dot), and outer (a broadcast Mul)
 ``softmax.py``         Softmax, LogSoftmax
 ``linear.py``          Linear
 ``activation.py``      Gelu
@@ -66,7 +66,7 @@ from .index import (
     topk,
 )
 from .masking import masked_fill, tril, triu, where
-from .matmul import bmm, dot, matmul, mm
+from .matmul import bmm, dot, matmul, mm, outer
 from .reduce import (
     amax,
     amin,
@@ -144,5 +144,5 @@ __all__ = [
     "round", "rsqrt", "setitem", "sigmoid", "sign", "sin", "softmax", "split", "sqrt",
     "square", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril",
     "triu", "trunc", "unbind", "unflatten", "unsqueeze", "var", "view", "where",
-    "argsort", "index_fill", "nonzero", "scatter", "scatter_add", "sort",
+    "argsort", "index_fill", "nonzero", "outer", "scatter", "scatter_add", "sort",
 ]

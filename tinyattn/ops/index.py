@@ -229,21 +229,32 @@ class IndexPut(Function):
 
 
 class Cat(Function):
-    """``y = concat(x_1..x_n, dim)``; ``dx_i = g[..., offset_i : offset_i + n_i, ...]``."""
+    """``y = concat(x_1..x_n, dim)``; ``dx_i = g[..., offset_i : offset_i + n_i, ...]``.
+
+    An empty 1-D input beside inputs of more dims is skipped, as PyTorch skips it: it takes
+    no part in the result and gets an empty gradient.
+    """
 
     keeps_inputs = False
 
     @staticmethod
     def forward(ctx: Context, *xs: Tensor, dim: int) -> Tensor:
         arrays = [x.numpy() for x in xs]
-        ctx.dim, ctx.sizes = dim, [a.shape[dim] for a in arrays]
-        return from_numpy(np.concatenate(arrays, axis=dim))
+        ndim = max(a.ndim for a in arrays)
+        skipped = [a.shape == (0,) and ndim > 1 for a in arrays]
+        ctx.dim = dim
+        ctx.sizes = [None if skip else a.shape[dim] for a, skip in zip(arrays, skipped)]
+        return from_numpy(np.concatenate([a for a, skip in zip(arrays, skipped) if not skip],
+                                         axis=dim))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, ...]:
         lead = (slice(None),) * ctx.dim
         grads, start = [], 0
         for need, size in zip(ctx.needs_input_grad, ctx.sizes):
+            if size is None:  # a skipped empty vector: an empty gradient
+                grads.append(grad.reshape(-1)[0:0] if need else None)
+                continue
             grads.append(GetItem.apply(grad, index=Index(lead + (slice(start, start + size),),
                                                          None)) if need else None)
             start += size
@@ -251,7 +262,9 @@ class Cat(Function):
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
-        start = sum(node.sizes[:slot])
+        if node.sizes[slot] is None:
+            return "[] (an empty input, skipped)"
+        start = sum(size for size in node.sizes[:slot] if size is not None)
         return f"narrow({g}, {node.dim}, {start}, {node.sizes[slot]})"
 
 
@@ -485,14 +498,14 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     if not tensors:
         raise ShapeError("cat: expected a non-empty sequence of tensors")
     dtype = dtypes.result_type(*tensors)
-    tensors = [t for t in tensors if t.shape != (0,)]
-    if not tensors:  # only empty 1-D tensors (skipped whatever the dim, as PyTorch)
-        return Tensor(np.zeros(0, dtype))
-    first = tensors[0]
+    kept = [t for t in tensors if t.shape != (0,)]
+    if not kept:  # only empty 1-D tensors (whatever the dim, as PyTorch): an empty vector
+        return Cat.apply(*(to_dtype(t, dtype) for t in tensors), dim=0)
+    first = kept[0]
     if first.ndim == 0:
         raise ShapeError("cat: zero-dimensional tensors cannot be concatenated")
     axis = normalize_dim("cat", dim, first.ndim)
-    for i, t in enumerate(tensors):
+    for i, t in enumerate(kept):
         if t.ndim != first.ndim or any(
             a != b for d, (a, b) in enumerate(zip(t.shape, first.shape)) if d != axis
         ):

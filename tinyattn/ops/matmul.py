@@ -1,4 +1,5 @@
-"""Matrix products: ``matmul`` (numpy's batching and broadcasting), ``mm``, ``bmm``, ``dot``.
+"""Matrix products: ``matmul`` (numpy's batching and broadcasting), ``mm``, ``bmm``, ``dot``,
+and the outer product ``outer``.
 
 Float products run on the numba matmul kernel (:func:`tinyattn.kernels.matmul.matmul`);
 integer ones on numpy. Mixed dtypes are refused, as in PyTorch.
@@ -14,6 +15,7 @@ from ..kernels.matmul import matmul as matmul_kernel
 from ..tables import shape_text
 from ..tensor import Tensor, check_kernel_dtype, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_same_dtype
+from .arithmetic import mul
 from .notation import factor, right, transpose
 
 _KERNEL_MACS = 4096
@@ -62,12 +64,13 @@ class MatMul(Function):
         da = db = None
         if b is not None:
             da = matmul(grad, (b.unsqueeze(-1) if b_column else b).mT)  # (..., M, K)
-            if a_row:
-                da = da.reshape(-1, da.shape[-1]).sum(0)  # (K,)
+            if a_row:  # (..., 1, K): the row's gradient summed over the batch dims
+                da = da.sum(tuple(range(da.ndim - 1)))  # (K,)
         if a is not None:
             db = matmul((a.unsqueeze(0) if a_row else a).mT, grad)  # (..., K, N)
-            if b_column:
-                db = db.reshape(-1, db.shape[-2]).sum(0) if db.ndim > 2 else db.squeeze(-1)
+            if b_column:  # (..., K, 1): the column's gradient summed over the batch dims
+                db = db.squeeze(-1)
+                db = db.sum(tuple(range(db.ndim - 1))) if db.ndim > 1 else db  # (K,)
         return da, db
 
     @staticmethod
@@ -114,6 +117,12 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     if inner_a != inner_b:
         raise ShapeError(f"matmul: shapes {input.shape} and {other.shape} do not align: "
                          f"{inner_a} != {inner_b}")
+    rows = input.shape[-2] if input.ndim > 1 else 1
+    columns = other.shape[-1] if other.ndim > 1 else 1
+    if input.dtype.kind == "b" and inner_a and rows and columns and input.size and other.size:
+        raise DTypeError(f"matmul: products of bool matrices are not supported (shapes "
+                         f"{input.shape} and {other.shape}; PyTorch has no bool kernel either): "
+                         "convert them with .long() or .float()")
     if input.ndim > 2 or other.ndim > 2:
         batch_a = input.shape[:-2] if input.ndim > 1 else ()
         batch_b = other.shape[:-2] if other.ndim > 1 else ()
@@ -143,3 +152,43 @@ def dot(input: Tensor, other: Tensor) -> Tensor:
         raise ShapeError(f"dot: expected two 1-D tensors of the same size, got shapes "
                            f"{input.shape} and {other.shape}")
     return matmul(input, other)
+
+
+def outer(input: Tensor, vec2: Tensor) -> Tensor:
+    """The outer product of two 1-D tensors: ``out[i, j] = input[i] · vec2[j]``.
+
+    As in PyTorch it is the broadcast product ``input[:, None] * vec2[None, :]`` (dtypes
+    promote as in ``*``; the gradient is that of the product, ``d input = G · vec2`` and
+    ``d vec2 = Gᵀ · input``).
+
+    Parameters
+    ----------
+    input : Tensor
+        A 1-D tensor of length ``n``.
+    vec2 : Tensor
+        A 1-D tensor of length ``m``.
+
+    Returns
+    -------
+    Tensor
+        The ``(n, m)`` product.
+
+    Raises
+    ------
+    ShapeError
+        When either argument is not 1-D.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> ta.outer(ta.tensor([1.0, 2.0]), ta.tensor([1.0, 10.0, 100.0]))
+    tensor([[1., 10., 100.],
+            [2., 20., 200.]])
+    """
+    check_tensor("outer", "input", input)
+    check_tensor("outer", "vec2", vec2)
+    for label, vector in (("input", input), ("vec2", vec2)):
+        if vector.ndim != 1:
+            raise ShapeError(f"outer: expected 1-D tensors, got {label} of shape "
+                             f"{vector.shape} ({vector.ndim}-D)")
+    return mul(input.reshape(-1, 1), vec2.reshape(1, -1))

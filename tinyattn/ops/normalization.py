@@ -29,13 +29,17 @@ class LayerNorm(Function):
     @staticmethod
     def forward(ctx: Context, x: Tensor, *params: Tensor, normalized_shape: tuple[int, ...],
                 eps: float, has_weight: bool, has_bias: bool) -> Tensor:
-        features = math.prod(normalized_shape)
         array = x.numpy()
-        rows = np.ascontiguousarray(array).reshape(-1, features)  # (N, C)
+        rows = _rows(array, normalized_shape)  # (N, C)
+        features = rows.shape[1]
         flat = [np.ascontiguousarray(p.numpy()).reshape(features) for p in params]  # (C,)
         weight = flat[0] if has_weight else None
         bias = flat[-1] if has_bias else None
-        y, mean, rstd = layer_norm_forward(rows, weight, bias, eps)
+        if rows.size:
+            y, mean, rstd = layer_norm_forward(rows, weight, bias, eps)
+        else:  # no rows, or rows of no features: an empty result, as in PyTorch
+            y, mean, rstd = rows.copy(), np.zeros(len(rows), array.dtype), \
+                np.zeros(len(rows), array.dtype)
         ctx.save_for_backward(x, params[0] if has_weight else None)
         ctx.mean, ctx.rstd = mean, rstd  # the row statistics, for the kernel's backward
         ctx.normalized_shape, ctx.eps = normalized_shape, eps
@@ -69,16 +73,26 @@ class LayerNorm(Function):
                 f"Σ_rows {operand(g)}")[slot if slot == 0 or node.kwargs["has_weight"] else 2]
 
 
+def _rows(array: np.ndarray, normalized_shape: tuple[int, ...]) -> np.ndarray:
+    """``array`` as ``(N, C)`` rows of the ``C = prod(normalized_shape)`` features (either may
+    be 0)."""
+    lead = array.shape[: array.ndim - len(normalized_shape)]
+    return np.ascontiguousarray(array).reshape(math.prod(lead), math.prod(normalized_shape))
+
+
 def _backward_kernel(ctx: Context, x: np.ndarray, weight: Tensor | None,
                      grad: np.ndarray) -> tuple[Tensor, ...]:
     """The rule of :class:`LayerNorm` on the row kernel (``dx``, ``dw``, ``db`` in one pass)."""
-    features = math.prod(ctx.normalized_shape)
-    rows = np.ascontiguousarray(x).reshape(-1, features)  # (N, C)
+    rows = _rows(x, ctx.normalized_shape)  # (N, C)
+    features = rows.shape[1]
     # w = 1 when there is none: passing it makes the kernel return db as well
     w = np.ones(features, x.dtype) if weight is None else \
         np.ascontiguousarray(weight.numpy()).reshape(features)
     grad_rows = np.ascontiguousarray(grad, dtype=x.dtype).reshape(rows.shape)  # (N, C)
-    dx, dweight, dbias = layer_norm_backward(grad_rows, rows, w, ctx.mean, ctx.rstd)
+    if rows.size:
+        dx, dweight, dbias = layer_norm_backward(grad_rows, rows, w, ctx.mean, ctx.rstd)
+    else:  # nothing was normalised: zero gradients of the parameters' shape
+        dx, dweight, dbias = np.zeros_like(rows), np.zeros_like(w), np.zeros_like(w)
     grads = [from_numpy(dx.reshape(x.shape))]
     if ctx.has_weight:
         grads.append(from_numpy(dweight.reshape(ctx.normalized_shape)))

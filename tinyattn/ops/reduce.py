@@ -222,7 +222,9 @@ class Extremum(Function):
 
     A NaN is the extremum of its row (its value is NaN). ``max()``/``min()`` send the gradient
     to the NaN positions; ``amax``/``amin`` compare values, find no tie for a NaN and give the
-    row a NaN gradient — both as PyTorch does.
+    row a NaN gradient — both as PyTorch does. As in PyTorch, ``max()``/``min()`` select the
+    gradient of the extrema, while ``amax``/``amin`` multiply it by their 0/1 mask (so a NaN
+    gradient arriving at a row is NaN for all of it).
     """
 
     @staticmethod
@@ -246,7 +248,11 @@ class Extremum(Function):
         hit, ties = ctx.saved_tensors
         if not ctx.kwargs["keepdim"]:
             grad = grad.reshape(ties.shape)
-        return where(hit, grad / ties, 0.0)
+        if ctx.kwargs["nan_hits"]:  # max()/min(): the extrema are selected, as in PyTorch
+            return where(hit, grad / ties, 0.0)
+        # amax/amin: a product with the 0/1 mask (PyTorch's rule), so that a NaN or infinite
+        # gradient reaches the whole row (NaN · 0)
+        return grad / ties * hit.to(ties.dtype)
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:

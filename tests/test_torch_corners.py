@@ -1,0 +1,240 @@
+"""Corners where tinyattn answered differently from PyTorch until the random programs
+(``tests/torch_differential.py``) or a zero-size batch found them: each is compared with
+PyTorch itself (skipped without it), and with what it must be where PyTorch is not needed."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import tinyattn as ta
+from tinyattn.errors import DTypeError
+
+torch = pytest.importorskip("torch")
+
+MODULES = (ta, torch)
+
+
+def _np(t):
+    return t.detach().numpy()
+
+
+def _dtype(t) -> str:
+    return str(t.dtype).removeprefix("torch.")
+
+
+# ---- a zero-size batch through attention ------------------------------------------------------
+@pytest.mark.parametrize("impl", ["composed", "fused"])
+@pytest.mark.parametrize("mask", [None, "float", "bool"])
+@pytest.mark.parametrize("causal", [False, True])
+def test_attention_of_an_empty_batch_is_empty_with_empty_gradients(impl, mask, causal):
+    if mask is not None and causal:
+        pytest.skip("a mask and is_causal together are refused (see the next test)")
+    results = []
+    for m in MODULES:
+        q = m.zeros(0, 2, 3, 4, requires_grad=True)
+        k = m.zeros(0, 2, 5, 4, requires_grad=True)
+        v = m.zeros(0, 2, 5, 6, requires_grad=True)
+        attn_mask = None
+        if mask == "float":
+            attn_mask = m.zeros(0, 2, 3, 5)
+        elif mask == "bool":
+            attn_mask = m.ones(0, 2, 3, 5, dtype=m.bool)
+        extra = {"impl": impl} if m is ta else {}
+        out = m.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=attn_mask,
+                                                           is_causal=causal, **extra)
+        grads = m.autograd.grad(out.sum(), [q, k, v])
+        results.append([(tuple(t.shape), _dtype(t)) for t in (out, *grads)])
+    assert results[0] == results[1]
+    assert results[0][0] == ((0, 2, 3, 6), "float32")
+
+
+def test_attention_weights_of_an_empty_batch_on_the_composed_path():
+    q = ta.zeros(0, 2, 3, 4, requires_grad=True)
+    out, weights = ta.F.scaled_dot_product_attention(q, q, q, need_weights=True)
+    assert out.shape == (0, 2, 3, 4) and weights.shape == (0, 2, 3, 3)
+    out.sum().backward()
+    assert q.grad.shape == (0, 2, 3, 4)
+    with pytest.raises(ValueError, match="impl='fused' cannot serve this call: need_weights"):
+        ta.F.scaled_dot_product_attention(q, q, q, need_weights=True, impl="fused")
+
+
+@pytest.mark.parametrize("batch", [0, 2])
+def test_a_mask_with_is_causal_is_refused_whatever_the_batch(batch):
+    q = ta.zeros(batch, 2, 3, 4)
+    with pytest.raises(ValueError, match="pass either attn_mask or is_causal=True, not both"):
+        ta.F.scaled_dot_product_attention(q, q, q, attn_mask=ta.zeros(3, 3), is_causal=True)
+
+
+def test_multihead_attention_of_an_empty_batch_matches_pytorch():
+    shapes = []
+    for m in MODULES:
+        layer = m.nn.MultiheadAttention(4, 2, batch_first=True)
+        x = m.zeros(0, 3, 4, requires_grad=True)
+        out, weights = layer(x, x, x)
+        out.sum().backward()
+        shapes.append((tuple(out.shape), tuple(weights.shape), tuple(x.grad.shape),
+                       tuple(layer.in_proj_weight.grad.shape)))
+    assert shapes[0] == shapes[1]
+
+
+# ---- layer_norm over zero sizes -----------------------------------------------------------------
+ZERO_SHAPES = [((2, 0), (0,)), ((0, 0), (0,)), ((2, 0, 3), (0, 3)), ((0,), (0,)),
+               ((0, 4), (4,)), ((3, 0, 4), (4,))]
+
+
+@pytest.mark.parametrize("shape, normalized", ZERO_SHAPES)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("grad_mode", ["first", "create_graph"])
+def test_layer_norm_over_zero_sizes_matches_pytorch(shape, normalized, dtype, grad_mode):
+    results = []
+    for m in MODULES:
+        x = m.zeros(shape, dtype=getattr(m, dtype), requires_grad=True)
+        w = m.ones(normalized, dtype=getattr(m, dtype), requires_grad=True)
+        b = m.zeros(normalized, dtype=getattr(m, dtype), requires_grad=True)
+        y = m.nn.functional.layer_norm(x, normalized, w, b)
+        grads = m.autograd.grad(y.sum(), [x, w, b], create_graph=grad_mode == "create_graph")
+        results.append([(tuple(t.shape), _dtype(t), _np(t).tolist()) for t in (y, *grads)])
+    assert results[0] == results[1]
+
+
+def test_layer_norm_module_of_zero_features_has_empty_parameters():
+    for m in MODULES:
+        layer = m.nn.LayerNorm(0)
+        out = layer(m.zeros(3, 0))
+        out.sum().backward()
+        assert tuple(layer.weight.shape) == (0,) and tuple(layer.weight.grad.shape) == (0,)
+    with pytest.raises(ValueError, match="non-negative"):
+        ta.nn.LayerNorm(-1)
+
+
+# ---- .T of 0-d and 1-d tensors ------------------------------------------------------------------
+@pytest.mark.parametrize("shape, message", [((), "deprecated on 0-D tensors"),
+                                            ((3,), "dimension other than 2"),
+                                            ((2, 3, 4), "dimension other than 2")])
+def test_T_below_and_above_two_dims_warns_and_is_a_view_as_in_pytorch(shape, message):
+    for m in MODULES:
+        x = m.zeros(shape, requires_grad=True)
+        if m is ta:
+            with pytest.warns(UserWarning, match=message):
+                y = x.T
+        else:  # PyTorch says it once per process
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                y = x.T
+        assert y is not x and y.grad_fn is not None and tuple(y.shape) == shape[::-1]
+        y.sum().backward()
+        np.testing.assert_array_equal(_np(x.grad), np.ones(shape))
+        base = m.zeros(shape)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            base.T.add_(1.0)  # the view's writes reach the tensor
+        np.testing.assert_array_equal(_np(base), np.ones(shape))
+
+
+def test_T_of_a_matrix_does_not_warn_and_mT_of_a_vector_is_refused():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert ta.zeros(2, 3).T.shape == (3, 2)
+    with pytest.raises(RuntimeError, match="mT is only supported on matrices"):
+        _ = ta.zeros(3).mT
+    with pytest.raises(RuntimeError, match="mT is only supported on matrices"):
+        _ = torch.zeros(3).mT
+
+
+# ---- empty tensors through cat and matmul; bool products -----------------------------------
+def test_cat_of_empty_vectors_keeps_the_graph():
+    results = []
+    for m in MODULES:
+        empty = m.zeros(0, dtype=m.float64, requires_grad=True)
+        ints = m.tensor([], dtype=m.int64)
+        matrix = m.ones(2, 3, requires_grad=True)
+        both = m.cat([ints, empty])
+        beside = m.cat([empty, matrix, empty], 1)
+        grads = m.autograd.grad((beside * beside).sum(), [empty, matrix])
+        results.append((both.requires_grad, _dtype(both), tuple(beside.shape),
+                        [tuple(g.shape) for g in grads], _np(grads[1]).tolist(),
+                        [tuple(g.shape) for g in m.autograd.grad(both.sum(), [empty])]))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("shapes", [((0,), (0,)), ((2, 0), (0,)), ((0,), (3, 0, 2)),
+                                    ((0,), (0, 4))])
+def test_matmul_of_empty_vectors_has_empty_gradients(shapes):
+    results = []
+    for m in MODULES:
+        a, b = (m.zeros(s, requires_grad=True) for s in shapes)
+        out = a @ b
+        grads = m.autograd.grad(out, [a, b], m.ones(tuple(out.shape)))
+        results.append([tuple(t.shape) for t in (out, *grads)])
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("shapes", [((2,), (2, 3)), ((3, 2), (2,)), ((3, 2), (2, 4)),
+                                    ((2, 3, 2), (2, 2, 4))])
+def test_bool_matrix_products_are_refused_as_in_pytorch(shapes):
+    with pytest.raises(DTypeError, match="products of bool matrices are not supported"):
+        ta.ones(shapes[0], dtype=ta.bool) @ ta.ones(shapes[1], dtype=ta.bool)
+    with pytest.raises(NotImplementedError):
+        torch.ones(shapes[0], dtype=torch.bool) @ torch.ones(shapes[1], dtype=torch.bool)
+    empty = ta.ones(2, 0, dtype=ta.bool) @ ta.ones(0, 3, dtype=ta.bool)  # no product to take
+    assert empty.shape == (2, 3) and not empty.numpy().any()
+
+
+# ---- gradients and dtypes ---------------------------------------------------------------------
+@pytest.mark.parametrize("op", ["amax", "amin", "max", "min"])
+@pytest.mark.filterwarnings("ignore::UserWarning")  # torch: "degrees of freedom is <= 0"
+def test_a_nan_gradient_reaches_the_row_of_amax_but_only_the_extremum_of_max(op):
+    grads = []
+    for m in MODULES:
+        x = m.tensor([[-0.67, -1.5, 0.2]], dtype=m.float64, requires_grad=True)
+        y = getattr(x, op)(1) if op.startswith("a") else getattr(x, op)()
+        if not op.startswith("a"):
+            y = y.reshape(1)
+        out = y.std()  # one element: NaN, and a NaN gradient
+        grads.append(_np(m.autograd.grad(out, [x])[0]))
+    np.testing.assert_array_equal(grads[0], grads[1])
+    assert np.isnan(grads[0]).all() == op.startswith("a")  # max()/min() select the extremum
+
+
+LOSS_DTYPES = [("mse_loss", "float32", "bool", "mean"), ("mse_loss", "bool", "float64", "sum"),
+               ("smooth_l1_loss", "float64", "bool", "none"),
+               ("huber_loss", "float32", "bool", "mean"),
+               ("huber_loss", "float32", "float64", "none"),
+               ("huber_loss", "float64", "float32", "sum"),
+               ("l1_loss", "int64", "int64", "none"), ("l1_loss", "int64", "int64", "sum"),
+               ("l1_loss", "float32", "int64", "mean")]
+
+
+def _operand(m, dtype, seed):
+    values = np.random.default_rng(seed).uniform(-2, 2, (2, 3))
+    if dtype == "bool":
+        return m.tensor(values > 0)
+    return m.tensor(np.round(values).astype(dtype) if dtype == "int64" else values.astype(dtype))
+
+
+@pytest.mark.parametrize("name, input_dtype, target_dtype, reduction", LOSS_DTYPES)
+def test_regression_losses_take_pytorchs_dtypes(name, input_dtype, target_dtype, reduction):
+    results = []
+    for m in MODULES:
+        loss = getattr(m.nn.functional, name)(_operand(m, input_dtype, 0),
+                                              _operand(m, target_dtype, 1), reduction=reduction)
+        results.append((_dtype(loss), np.round(_np(loss).astype(np.float64), 5).tolist()))
+    assert results[0] == results[1]
+
+
+@pytest.mark.parametrize("name, input_dtype, target_dtype, reduction", [
+    ("l1_loss", "float32", "bool", "mean"), ("l1_loss", "int64", "int64", "mean"),
+    ("huber_loss", "int64", "float32", "sum"), ("mse_loss", "int64", "int64", "sum"),
+])
+def test_regression_losses_refuse_what_pytorch_refuses(name, input_dtype, target_dtype,
+                                                       reduction):
+    with pytest.raises(DTypeError, match=name):
+        getattr(ta.F, name)(_operand(ta, input_dtype, 0), _operand(ta, target_dtype, 1),
+                            reduction=reduction)
+    with pytest.raises((RuntimeError, NotImplementedError)):
+        getattr(torch.nn.functional, name)(_operand(torch, input_dtype, 0),
+                                           _operand(torch, target_dtype, 1),
+                                           reduction=reduction)
