@@ -9,6 +9,7 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
+import tomllib
 from printed import number
 
 import tinyattn as ta
@@ -178,4 +179,5 @@ def test_the_default_corpus_is_the_shipped_tinyshakespeare():
     assert build_parser().parse_args(["train", "--text"]).text == DEFAULT_CORPUS
     root = Path(__file__).resolve().parents[1]
     assert CORPUS_FILE.parent == root / "tinyattn" / "data"  # shipped as package data:
-    assert 'tinyattn = ["data/*.txt"]' in (root / "pyproject.toml").read_text()
+    project = tomllib.loads((root / "pyproject.toml").read_text())
+    assert "data/*.txt" in project["tool"]["setuptools"]["package-data"]["tinyattn"]

@@ -34,6 +34,8 @@ INPUT_BLOCKS = {
 # figures in the comments of input code (python, bash): (document, comment) -> why
 INPUT_COMMENTS = {
     ("docs/lab.md", "forgot the product rule: σ + x σ (1 − σ)"): "a formula, not a figure",
+    ("README.md", "step 100's graph, and the maps of the steps before"):
+        "the step asked for two lines above (graph_step=100)",
 }
 
 _outputs: dict = {}
