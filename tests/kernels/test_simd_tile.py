@@ -80,19 +80,19 @@ def _fma_chains(a_rows: np.ndarray, b: np.ndarray, start: np.ndarray) -> np.ndar
 
 
 def _tile_kernel(shape: TileShape):
-    """A jitted ``c[ci+r, cj:cj+columns] (+)= Σ_{p0<=p<p1} A[i0+r, p] · b[p, j0:j0+columns]``
+    """A jitted ``c[ci+r, cj:cj+columns] (+)= Σ_{p0<=p<p1} A[i0+r, p] · b[p+shift, j0:j0+columns]``
     for ``first <= r < rows``, on tiles of ``shape`` (a constant of the closure)."""
 
     @njit
-    def run(a, how, i0, b, j0, c, ci, cj, p0, p1, accumulate, first):
+    def run(a, how, i0, b, j0, c, ci, cj, p0, p1, accumulate, first, shift=0):
         tile = tile_load(c, ci, cj, shape) if accumulate else tile_zero(c, shape)
         for p in range(p0, p1):
             if how == 0:
-                tile = tile_update(tile, a, i0, b, j0, p)
+                tile = tile_update(tile, a, i0, p, b, p + shift, j0)
             elif how == 1:
-                tile = tile_update_t(tile, a, i0, b, j0, p)
+                tile = tile_update_t(tile, a, i0, p, b, p + shift, j0)
             else:
-                tile = tile_update_clamped(tile, a, i0, b, j0, p)
+                tile = tile_update_clamped(tile, a, i0, p, b, p + shift, j0)
         tile_store(c, ci, cj, tile, first)
 
     return run
@@ -111,11 +111,11 @@ _KERNELS = {shape: _tile_kernel(shape) for shape in SHAPES}
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_a_tile_is_one_fma_chain_per_element_in_the_order_of_the_updates(shape, dtype):
     """Bit for bit: plain and transposed ``A``, from zero and accumulated, only the tile's
-    block of ``c`` written."""
+    block of ``c`` written; row ``p`` of ``A``'s sum meets row ``p + 3`` of ``b``."""
     rng = np.random.default_rng(shape.rows * 10 + shape.vectors)
     rows, cols, inner = shape.rows, shape.columns(np.dtype(dtype).itemsize), 11
     a = rng.standard_normal((rows + 3, inner + 2)).astype(dtype)
-    b = rng.standard_normal((inner + 2, cols + 5)).astype(dtype)
+    b = rng.standard_normal((inner + 5, cols + 5)).astype(dtype)
     a_rows = a[2 : 2 + rows, 1 : 1 + inner]
     for how, operand in ((0, a), (1, np.ascontiguousarray(a.T))):
         for accumulate in (False, True):
@@ -123,9 +123,9 @@ def test_a_tile_is_one_fma_chain_per_element_in_the_order_of_the_updates(shape, 
             block = c[1 : 1 + rows, 6 : 6 + cols]
             start = block.copy() if accumulate else np.zeros_like(block)
             expected = c.copy()
-            b_rows = b[1 : 1 + inner, 4 : 4 + cols]
+            b_rows = b[4 : 4 + inner, 4 : 4 + cols]
             expected[1 : 1 + rows, 6 : 6 + cols] = _fma_chains(a_rows, b_rows, start)
-            _KERNELS[shape](operand, how, 2, b, 4, c, 1, 6, 1, 1 + inner, accumulate, 0)
+            _KERNELS[shape](operand, how, 2, b, 4, c, 1, 6, 1, 1 + inner, accumulate, 0, 3)
             np.testing.assert_array_equal(c, expected)
 
 
@@ -199,9 +199,9 @@ def test_tile_vectors_stay_in_bounds_under_numba_boundscheck(tmp_path):
             out = np.zeros((rows, b.shape[1]))
             tile = simd.tile_zero(out, shape)
             if clamped:
-                tile = simd.tile_update_clamped(tile, a, i0, b, j0, p)
+                tile = simd.tile_update_clamped(tile, a, i0, p, b, p, j0)
             else:
-                tile = simd.tile_update(tile, a, i0, b, j0, p)
+                tile = simd.tile_update(tile, a, i0, p, b, p, j0)
             simd.tile_store(out, 0, 0, tile, 0)
 
         cols = simd.tile_columns(np.float64)

@@ -44,12 +44,24 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   a multiple of ``NR``, so B is packed) go through a scratch tile of which only the part inside
   C is copied; the zero padding of B only meets columns of C that are not written, so inf and
   NaN propagate exactly as in the unpadded product.
-* **Cache blocking from the cache sizes** (:func:`blocking`). A task sweeps its block of B,
-  ``_B_PANELS_PER_TASK`` = 4 micro-panels of ``kc × NR``, once per tile row, so that block is
-  sized to half of L2, with ``kc`` short enough for the tile's slice of A (``MR × kc``) to fit
-  L1; ``k`` is cut into equal blocks of at most ``kc``. With a 1 MiB L2 that is ``kc`` = 512
-  for both dtypes; shorter blocks with more panels were slower and longer ones with fewer not
-  consistently faster (``benchmarks/results_matmul.md``).
+* **Cache blocking from the cache sizes** (:func:`blocking`). ``k`` is cut into equal blocks
+  of at most ``kc``, so that a micro-panel of B (``kc × NR``) fills at most two thirds of L1.
+  For each block, a task takes its micro-panels of B one at a time and runs down its tile rows
+  with each: the panel stays in L1 and only the tiles' slices of A (``MR × kc``) stream from
+  L2, about a tenth of the traffic of the other order (one slice of A in L1, the panels from
+  L2). With a 48 KiB L1 and 256-byte tile rows that is ``kc`` = 128. On the Intel Xeon of
+  ``benchmarks/results_matmul.md`` this order with ``kc`` = 128 took the tile from 120–140 to
+  150–200 GFLOP/s per core on the products of a small GPT's training step.
+* **No call, no spill inside a tile.** The loop over ``p`` is written out in
+  :func:`_gemm_block` and reads every matrix of B from one 2-D stack of rows (a row offset per
+  matrix or panel, not a view per tile): a call or a new array view between the tile's first
+  update and its store makes numba count references there (atomic increments and decrements),
+  and the call spills the 24 accumulators to the stack and back, a fifth of the time of a
+  tile with ``kc`` = 64.
+* **Output on a cache line.** numpy promises 16-byte alignment; C is allocated on a 64-byte
+  boundary (:func:`_aligned_empty`), so that no store of a 64-byte vector straddles two cache
+  lines when ``N · itemsize`` is a multiple of 64, and a product that reads it as B later does
+  not straddle either.
 * **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
@@ -65,10 +77,9 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   :func:`_gemm_block` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
   tile is inlined into it. :func:`_gemm_block` and :func:`_pack_panel` are the task functions of
   the ``prange`` loops :func:`_gemm` and :func:`_pack`, compiled once and called by address (see
-  :class:`~tinyattn.kernels.parallel.ParallelKernel`). Edge tiles go through the same call of
-  :func:`_micro_tile` as the others (one signature), and blocks are copied element by element: a
-  slice assignment would also compile numba's shape-mismatch error, whose message formatting
-  costs seconds. The tile's geometry is a compile-time constant that depends only on the vector
+  :class:`~tinyattn.kernels.parallel.ParallelKernel`). Edge tiles go through
+  :func:`_edge_tile`, and blocks are copied element by element: a slice assignment would also
+  compile numba's shape-mismatch error, whose message formatting costs seconds. The tile's geometry is a compile-time constant that depends only on the vector
   unit, which numba's cache key already holds (CPU name and features), so a cache compiled for
   another CPU is never loaded.
 
@@ -93,7 +104,7 @@ from .simd import TileShape, tile_load, tile_store, tile_update, tile_update_t, 
 
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
-_B_PANELS_PER_TASK = 4  # micro-panels in a task's block of B (see blocking)
+_B_PANELS_PER_TASK = 4  # micro-tile columns per task, at most (see blocking)
 
 
 def micro_tile(unit: VectorUnit) -> TileShape:
@@ -132,10 +143,10 @@ class Blocking:
     Attributes
     ----------
     kc : int
-        Longest block of ``k``.
+        Longest block of ``k``: a micro-panel of B, ``kc × NR``, fills at most two thirds of
+        L1, so it stays there while a task runs down its tile rows with it.
     nc_panels : int
-        Micro-tile columns per task: the task's ``kc × NR·nc_panels`` block of B, which it
-        sweeps once per tile row, fills at most half of L2.
+        Micro-tile columns per task, at most (how ``N`` is cut between tasks).
     """
 
     kc: int
@@ -145,19 +156,18 @@ class Blocking:
 def blocking(caches: DataCaches, tile: TileShape, itemsize: int) -> Blocking:
     """Blocking for a core with ``caches``, ``tile`` and values of ``itemsize`` bytes.
 
-    A task's block of B is ``_B_PANELS_PER_TASK`` micro-panels of ``kc × NR`` that together
-    fill half of L2 (``kc`` = 512 with a 1 MiB L2 and 256-byte tile rows), and ``kc`` is kept
-    short enough for a tile's slice of A (``MR × kc``) to fit L1.
+    ``kc`` is as long as a ``kc × NR`` micro-panel of B may be and still fill at most two
+    thirds of L1 (the rest is for the slices of A that stream past it and for C's tile),
+    and at least 16.
 
     Examples
     --------
     >>> from tinyattn.kernels.cpu import DataCaches
-    >>> blocking(DataCaches(32 * 1024, 1024 * 1024), TileShape(6, 4, 64), 4)
-    Blocking(kc=512, nc_panels=4)
+    >>> blocking(DataCaches(48 * 1024, 2048 * 1024), TileShape(6, 4, 64), 4)
+    Blocking(kc=128, nc_panels=4)
     """
     panel_row = tile.columns(itemsize) * itemsize  # bytes of B per k and micro-panel
-    kc = min(caches.l2 // 2 // (_B_PANELS_PER_TASK * panel_row),
-             caches.l1 // (tile.rows * itemsize))
+    kc = caches.l1 * 2 // 3 // panel_row
     return Blocking(max(16, kc), _B_PANELS_PER_TASK)
 
 
@@ -202,7 +212,7 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.zeros(batch + (m, n), a.dtype)
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
-    out = np.empty((a_index.size, m, n), a.dtype)
+    out = _aligned_empty((a_index.size, m, n), a.dtype)
     with kernel_section:
         if a_index.size * m * n * k < _TINY_MACS or m < MR or config.DISABLE_JIT:
             _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index,
@@ -222,17 +232,17 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     a_transposed = not a3.flags.c_contiguous
     a_data = a3.swapaxes(1, 2) if a_transposed else a3  # C-contiguous either way
     if b3.flags.c_contiguous and n % nr == 0:
-        b_data, b_panels = b3, 1  # (batch_b, K, N), read in place
+        b_rows, b_panels = b3.reshape(-1, n), 1  # (batch_b · K, N), read in place
     else:
         packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
         b_panels = packed.shape[1]
-        b_data = packed.reshape(-1, k, nr)  # (batch_b · N panels, K, NR)
+        b_rows = packed.reshape(-1, nr)  # (batch_b · N panels · K, NR)
     n_panels = -(-n // nr)
     n_blocks = -(-n_panels // block.nc_panels)
     m_panels = -(-out.shape[1] // MR)
     wanted = _TASKS_PER_THREAD * numba.get_num_threads()
     m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
-    _gemm(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+    _gemm(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc, m_blocks,
           n_blocks)
 
 
@@ -275,17 +285,22 @@ def _stack_of_matrices(x: np.ndarray) -> np.ndarray:
 _ALIGN = 64  # bytes: packed panels start on a cache line, so no vector load straddles two
 
 
+def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    """``np.empty(shape, dtype)`` starting on a cache line (numpy only promises 16 bytes)."""
+    itemsize = np.dtype(dtype).itemsize
+    size = int(np.prod(shape))
+    raw = np.empty(size + _ALIGN // itemsize, dtype)
+    start = (-raw.ctypes.data % _ALIGN) // itemsize
+    return raw[start:start + size].reshape(shape)
+
+
 def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
     """Panels ``(batch, ceil(N / width), K, width)`` of ``b3 (batch, K, N)``, zero padded.
 
     ``packed[o, s, p, j] = b3[o, p, s·width + j]``; the array starts on a cache line.
     """
     batch, k, n = b3.shape
-    shape = (batch, -(-n // width), k, width)
-    size = int(np.prod(shape))
-    raw = np.empty(size + _ALIGN // b3.itemsize, b3.dtype)
-    start = (-raw.ctypes.data % _ALIGN) // b3.itemsize
-    packed = raw[start:start + size].reshape(shape)
+    packed = _aligned_empty((batch, -(-n // width), k, width), b3.dtype)
     by_columns = not b3.flags.c_contiguous
     _pack(b3.swapaxes(1, 2) if by_columns else b3, packed, by_columns)  # C-contiguous
     return packed
@@ -325,79 +340,85 @@ def _pack(task, b, packed, by_columns):
 
 
 @njit(cache=True)
-def _micro_tile(a, a_transposed, i0, b, j0, p0, p1, c, ci, cj, accumulate, first):
-    """``c[ci+r, cj:cj+NR] (+)= Σ_{p0<=p<p1} A[i0+r, p] · b[p, j0:j0+NR]`` for ``first <= r < MR``.
-
-    ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` when ``a_transposed``. Starts from the tile's
-    current values when ``accumulate``, else from zero; the tile stays in registers for the
-    whole loop over ``p``. Rows above ``first`` are computed but not stored.
-    """
-    tile = tile_load(c, ci, cj, TILE) if accumulate else tile_zero(c, TILE)
+def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, c, cj, cols, edge, accumulate, first):
+    """The tile of rows ``i0 + first .. i0 + MR`` and columns ``cj .. cj + cols < NR`` of ``c``,
+    through the scratch tile ``edge`` (``MR × NR``): only the part inside ``c`` is copied."""
+    if accumulate:
+        _copy_block(c, i0 + first, cj, edge, first, 0, MR - first, cols)
+    tile = tile_load(edge, 0, 0, TILE) if accumulate else tile_zero(edge, TILE)
     if a_transposed:
         for p in range(p0, p1):
-            tile = tile_update_t(tile, a, i0, b, j0, p)
+            tile = tile_update_t(tile, a, i0, p, b, q0 + p, j0)
     else:
         for p in range(p0, p1):
-            tile = tile_update(tile, a, i0, b, j0, p)
-    tile_store(c, ci, cj, tile, first)
+            tile = tile_update(tile, a, i0, p, b, q0 + p, j0)
+    tile_store(edge, 0, 0, tile, first)
+    _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
 
 
 @njit(cache=True)
-def _gemm_block(a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc, m_blocks,
                 n_blocks, task):
     """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``).
 
     ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
-    place. ``b_data`` holds ``b_panels`` zero-padded panels of width ``NR`` per matrix of B
-    (``(batch_b · N panels, K, NR)``), or the matrices themselves (``b_panels == 1``:
-    ``(batch_b, K, N)``, ``N`` a multiple of ``NR``). Each output matrix is cut into
-    ``m_blocks × n_blocks`` tasks of whole micro-tiles; a task adds the ``kc``-long blocks of
-    ``k`` in order and, within each, sweeps its micro-tile columns once per micro-tile row.
-    The last tile row is moved up to end at row ``M`` and stores only its own rows (those
-    above belong to the tile row before, and are computed again with the same operations);
-    tiles on the right edge go through a scratch tile.
+    place. ``b_rows`` is every matrix of B, one 2-D stack of rows: ``b_panels`` zero-padded
+    panels ``(K, NR)`` per matrix (``(batch_b · N panels · K, NR)``), or the matrices
+    themselves (``b_panels == 1``: ``(batch_b · K, N)``, ``N`` a multiple of ``NR``). Each
+    output matrix is cut into ``m_blocks × n_blocks`` tasks of whole micro-tiles. For each
+    ``kc``-long block of ``k`` in order, a task takes its micro-tile columns one by one and
+    runs down its tile rows with each: that ``kc × NR`` panel of B stays in L1 while the
+    tiles' slices of A stream past it. The last tile row is moved up to end at row ``M`` and
+    stores only its own rows (those above belong to the tile row before, and are computed
+    again with the same operations); tiles on the right edge go through a scratch tile.
     """
     batch, m, n = out.shape
-    k = b_data.shape[1]
+    k = a_data.shape[1] if a_transposed else a_data.shape[2]
     nr = _TILE_ROW_BYTES // out.itemsize
     m_panels = -(-m // MR)
     n_panels = -(-n // nr)
     o = task // (m_blocks * n_blocks)
     mb = task // n_blocks % m_blocks
     nb = task % n_blocks
+    ip0, ip1 = mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks
     a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
     c = out[o]  # (M, N)
     edge = np.empty((MR, nr), out.dtype)
     for p0 in range(0, k, kc):
         p1 = min(p0 + kc, k)
-        for ip in range(mb * m_panels // m_blocks, (mb + 1) * m_panels // m_blocks):
-            i0 = min(ip * MR, m - MR)
-            first = ip * MR - i0  # rows of this tile that the tile row above stores
-            for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
-                if b_panels == 1:
-                    b, j0 = b_data[b_index[o]], jp * nr
+        accumulate = p0 > 0
+        for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
+            if b_panels == 1:  # the rows of B[b_index[o]], read at column jp · NR
+                q0, j0 = b_index[o] * k, jp * nr
+            else:  # panel jp of B[b_index[o]]
+                q0, j0 = (b_index[o] * b_panels + jp) * k, 0
+            cj = jp * nr
+            cols = min(nr, n - cj)
+            for ip in range(ip0, ip1):
+                i0 = min(ip * MR, m - MR)
+                first = ip * MR - i0  # rows of this tile that the tile row above stores
+                if cols < nr:  # the right edge
+                    _edge_tile(a, a_transposed, i0, b_rows, q0, j0, p0, p1, c, cj, cols, edge,
+                               accumulate, first)
+                    continue
+                # the micro-tile, written out here: the tile stays in registers from the first
+                # update to the store (a call in between would spill it)
+                tile = tile_load(c, i0, cj, TILE) if accumulate else tile_zero(c, TILE)
+                if a_transposed:
+                    for p in range(p0, p1):
+                        tile = tile_update_t(tile, a, i0, p, b_rows, q0 + p, j0)
                 else:
-                    b, j0 = b_data[b_index[o] * b_panels + jp], 0
-                cj = jp * nr
-                cols = min(nr, n - cj)
-                on_edge = cols < nr
-                if on_edge and p0 > 0:
-                    _copy_block(c, i0 + first, cj, edge, first, 0, MR - first, cols)
-                # one call site, one signature: the tile goes to C or to the scratch tile
-                target = edge if on_edge else c
-                ti, tj = (0, 0) if on_edge else (i0, cj)
-                _micro_tile(a, a_transposed, i0, b, j0, p0, p1, target, ti, tj, p0 > 0,
-                            first)
-                if on_edge:
-                    _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
+                    for p in range(p0, p1):
+                        tile = tile_update(tile, a, i0, p, b_rows, q0 + p, j0)
+                tile_store(c, i0, cj, tile, first)
 
 
 @parallel_kernel(task=_gemm_block)
-def _gemm(task, a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc, m_blocks,
+def _gemm(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc, m_blocks,
           n_blocks):
     """Every block of ``out`` (:func:`_gemm_block`), in parallel."""
     for index in prange(out.shape[0] * m_blocks * n_blocks):
-        run_task(task, a_data, a_transposed, b_data, b_panels, a_index, b_index, out, kc,
+        run_task(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc,
                  m_blocks, n_blocks, np.int64(index))
 
 

@@ -23,8 +23,9 @@ a register of its own. These intrinsics are all a kernel needs:
 * :func:`tile_load` ``(c, i0, j0, shape)``: the block ``c[i0:i0+rows, j0:j0+columns]``;
 * :func:`tile_store` ``(c, i0, j0, tile, first)``: stores the tile's rows ``first <= r < rows``
   (a tile that overlaps the one above it stores only its own rows);
-* :func:`tile_update` ``(tile, a, i0, b, j0, p)``: the rank-one update
-  ``tile[r, x] += A[i0 + r, p] · b[p, j0 + x]`` with ``A[i, p] = a[i, p]``, and
+* :func:`tile_update` ``(tile, a, i0, p, b, q, j0)``: the rank-one update
+  ``tile[r, x] += A[i0 + r, p] · b[q, j0 + x]`` with ``A[i, p] = a[i, p]`` (``q`` is ``p``
+  itself, or ``p`` plus the offset of a block of ``B`` stacked with others in one matrix), and
   :func:`tile_update_t`, the same with ``A[i, p] = a[p, i]`` (a transposed operand, such as
   autograd's ``Xᵀ`` in ``Xᵀ @ g``, read in place). ``vectors`` vectors of ``b``'s row ``p`` are
   loaded once; each value of ``A`` is broadcast and multiply-added with each of them. The rows
@@ -262,26 +263,26 @@ def tile_store(typingctx, c, i0, j0, tile, first):
 
 
 def _rank_one_update(a_transposed: bool, clamped: bool):
-    """The intrinsic ``tile + A[i0:i0+rows, p] ⊗ b[p, j0:j0+columns]``: ``rows · vectors`` FMAs.
+    """The intrinsic ``tile + A[i0:i0+rows, p] ⊗ b[q, j0:j0+columns]``: ``rows · vectors`` FMAs.
 
     ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` for ``a_transposed``. With ``clamped``, rows of
     ``A`` past its end read its last row; without, the caller guarantees that they exist (and
     LLVM keeps the rows' addresses one stride apart).
     """
 
-    def typer(typingctx, tile, a, i0, b, j0, p):
+    def typer(typingctx, tile, a, i0, p, b, q, j0):
         if not (isinstance(tile, Tile) and _is_float_2d(a) and a.dtype == tile.dtype
                 and _is_float_matrix(b) and b.dtype == tile.dtype
-                and all(isinstance(x, types.Integer) for x in (i0, j0, p))):
+                and all(isinstance(x, types.Integer) for x in (i0, p, q, j0))):
             return None
 
         def codegen(context, builder, signature, args):
-            value, a_array, _, b_array, _, _ = args
-            row0, column0, step = (_index(context, builder, args[k], signature.args[k])
-                                   for k in (2, 4, 5))
+            value, a_array, _, _, b_array, _, _ = args
+            row0, step, b_row, column0 = (_index(context, builder, args[k], signature.args[k])
+                                          for k in (2, 3, 5, 6))
             vectors, alignment = tile.shape.vectors, a.dtype.bitwidth // 8
             b_vectors = [builder.load(pointer, align=alignment) for pointer in
-                         _vector_pointers(context, builder, b, b_array, step, column0, 1,
+                         _vector_pointers(context, builder, b, b_array, b_row, column0, 1,
                                           vectors, tile.lanes)]
             if clamped:
                 a_view = context.make_array(a)(context, builder, a_array)
@@ -307,11 +308,11 @@ def _rank_one_update(a_transposed: bool, clamped: bool):
                     value = builder.insert_value(value, total, slot)
             return value
 
-        return tile(tile, a, i0, b, j0, p), codegen
+        return tile(tile, a, i0, p, b, q, j0), codegen
 
     typer.__name__ = "tile_update" + ("_t" if a_transposed else "") + \
         ("_clamped" if clamped else "")
-    typer.__doc__ = (f"``tile[r, x] += A[i0 + r, p] · b[p, j0 + x]`` with ``A[i, p] = "
+    typer.__doc__ = (f"``tile[r, x] += A[i0 + r, p] · b[q, j0 + x]`` with ``A[i, p] = "
                      f"{'a[p, i]' if a_transposed else 'a[i, p]'}``"
                      + (" (rows past ``A``'s end read its last row)." if clamped else "."))
     return intrinsic(typer)
@@ -371,7 +372,7 @@ def _tile_product_compiled(a, a_row0, b, b_col0, c, c_row0, c_col0, t0, t1, accu
     else:
         tile = tile_zero(c, PRODUCT_TILE)
     for t in range(t0, t1):
-        tile = tile_update_clamped(tile, a, a_row0, b, b_col0, t)
+        tile = tile_update_clamped(tile, a, a_row0, t, b, t, b_col0)
     tile_store(c, c_row0, c_col0, tile, 0)
 
 
