@@ -79,9 +79,10 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   the ``prange`` loops :func:`_gemm` and :func:`_pack`, compiled once and called by address (see
   :class:`~tinyattn.kernels.parallel.ParallelKernel`). Edge tiles go through
   :func:`_edge_tile`, and blocks are copied element by element: a slice assignment would also
-  compile numba's shape-mismatch error, whose message formatting costs seconds. The tile's geometry is a compile-time constant that depends only on the vector
-  unit, which numba's cache key already holds (CPU name and features), so a cache compiled for
-  another CPU is never loaded.
+  compile numba's shape-mismatch error, whose message formatting costs seconds. The tile's
+  geometry is a compile-time constant that depends only on the vector unit, which numba's
+  cache key already holds (CPU name and features), so a cache compiled for another CPU is
+  never loaded.
 
 Floating-point: the tile's ``a·b + c`` is contracted to an FMA where the CPU has one (one
 rounding fewer); nothing is reassociated and ``nnan``/``ninf`` are never assumed, so the
