@@ -356,6 +356,28 @@ def test_masks_follow_torch_polarity_and_combine():
     np.testing.assert_allclose(hinted.numpy(), weights.numpy(), atol=1e-12)
 
 
+def test_a_causal_layer_folds_its_band_into_a_float_mask():
+    """``causal=True`` (or the ``is_causal`` hint) with a float ``attn_mask``: the band joins
+    the mask as 0 where a query may attend and −inf above the diagonal, on both paths."""
+    ta.manual_seed(7)
+    causal_layer = ta.nn.MultiHeadAttention(4, 2, causal=True).double()
+    plain = ta.nn.MultiHeadAttention(4, 2).double()
+    plain.load_state_dict(causal_layer.state_dict())
+    x = leaf((2, 3, 4), 11)
+    bias = np.random.default_rng(12).normal(size=(3, 3))
+    above = ~np.tril(np.ones((3, 3), dtype=bool))
+    expected, expected_weights = plain(x, attn_mask=ta.tensor(np.where(above, -np.inf, bias)),
+                                       need_weights=True, average_attn_weights=False)
+    assert np.all(expected_weights.numpy()[..., above] == 0)
+    for layer, hint in ((causal_layer, False), (plain, True)):
+        out, weights = layer(x, attn_mask=ta.tensor(bias), is_causal=hint, need_weights=True,
+                             average_attn_weights=False)  # the composed path
+        np.testing.assert_allclose(weights.numpy(), expected_weights.numpy(), atol=1e-12)
+        np.testing.assert_allclose(out.numpy(), expected.numpy(), atol=1e-12)
+        fused = layer(x, attn_mask=ta.tensor(bias), is_causal=hint)  # no weights: fused
+        np.testing.assert_allclose(fused.numpy(), expected.numpy(), atol=1e-12)
+
+
 def test_attention_dropout_only_in_training_mode():
     ta.manual_seed(8)
     mha = ta.nn.MultiHeadAttention(4, 2, dropout=0.5).double()

@@ -84,6 +84,25 @@ def test_intermediate_gradients_are_not_kept_unless_retained():
     np.testing.assert_allclose(x.grad.numpy(), 3 * np.exp(3 * x.numpy()), rtol=1e-6)
 
 
+def test_retain_grad_on_the_second_output_of_an_op_keeps_that_outputs_gradient():
+    class TwoOutputs(ta.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2.0, x * 3.0
+
+        @staticmethod
+        def backward(ctx, grad_first, grad_second):
+            return grad_first * 2.0 + grad_second * 3.0
+
+    x = ta.tensor([1.0, 2.0], dtype=ta.float64, requires_grad=True)
+    first, second = TwoOutputs.apply(x)
+    second.retain_grad()
+    assert second.retains_grad and not first.retains_grad
+    (first.sum() + (second * ta.tensor([10.0, 20.0], dtype=ta.float64)).sum()).backward()
+    np.testing.assert_allclose(second.grad.numpy(), [10.0, 20.0])
+    np.testing.assert_allclose(x.grad.numpy(), [32.0, 62.0])
+
+
 def test_hook_on_intermediate_sees_and_replaces_the_gradient():
     x = ta.tensor([1.0, 2.0], requires_grad=True)
     y = x * 2

@@ -136,6 +136,33 @@ def test_outputs_marked_non_differentiable_do_not_require_grad():
     assert not index.requires_grad and index.grad_fn is None and index.dtype == np.int64
 
 
+def test_every_float_output_marked_non_differentiable_is_left_out_of_the_graph():
+    class Standardize(ta.autograd.Function):
+        """(x − mean) / spread, with the two statistics as outputs that carry no gradient."""
+
+        @staticmethod
+        def forward(ctx, x):
+            mean, spread = x.mean(), x.std()
+            ctx.mark_non_differentiable(mean, spread)
+            ctx.save_for_backward(spread)
+            return (x - mean) / spread, mean, spread
+
+        @staticmethod
+        def backward(ctx, grad, grad_mean, grad_spread):
+            assert not grad_mean.numpy().any() and not grad_spread.numpy().any()
+            (spread,) = ctx.saved_tensors
+            return grad / spread  # (the statistics held constant)
+
+    x = ta.tensor([1.0, 2.0, 4.0], dtype=ta.float64, requires_grad=True)
+    y, mean, spread = Standardize.apply(x)
+    assert y.requires_grad and y.grad_fn is not None
+    for statistic in (mean, spread):
+        assert statistic.dtype == np.float64
+        assert not statistic.requires_grad and statistic.grad_fn is None
+    y.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), np.full(3, 1 / np.std([1.0, 2.0, 4.0], ddof=1)))
+
+
 def test_needs_input_grad_and_the_gradient_of_a_non_tensor_argument():
     module = load(ta)
     seen = []

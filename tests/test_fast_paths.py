@@ -47,6 +47,8 @@ CASES = {
     "gelu": lambda: F.gelu(tensor(5, 6, scale=2.0)),
     "gelu tanh": lambda: F.gelu(tensor(5, 6, scale=2.0), approximate="tanh"),
     "cross_entropy mean": lambda: F.cross_entropy(tensor(6, 5), ta.tensor([0, 4, 2, 2, 1, 3])),
+    "cross_entropy mean, ignore_index": lambda: F.cross_entropy(  # 'mean' over 4 rows, not 6
+        tensor(6, 5), ta.tensor([0, -1, 2, 2, -1, 3]), ignore_index=-1),
     "cross_entropy sum, ignore_index, smoothing": lambda: F.cross_entropy(
         tensor(6, 5), ta.tensor([0, -1, 2, 2, -1, 3]), ignore_index=-1, reduction="sum",
         label_smoothing=0.1),
@@ -55,6 +57,8 @@ CASES = {
     "embedding": lambda: F.embedding(ta.tensor([[1, 3, 1], [0, 3, 2]]), tensor(5, 4)),
     "embedding with padding": lambda: F.embedding(ta.tensor([[1, 3, 1], [0, 3, 2]]),
                                                   tensor(5, 4), padding_idx=1),
+    "embedding with padding row 0": lambda: F.embedding(ta.tensor([[1, 0, 1], [0, 3, 2]]),
+                                                        tensor(5, 4), padding_idx=0),
     "fused attention": lambda: F.scaled_dot_product_attention(
         tensor(2, 2, 5, 4), tensor(2, 2, 6, 4), tensor(2, 2, 6, 3), impl="fused"),
     "fused attention, causal": lambda: F.scaled_dot_product_attention(
