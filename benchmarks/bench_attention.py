@@ -46,7 +46,8 @@ COMMAND = "python benchmarks/bench_attention.py"
 TITLE = "# W2 — causal attention forward + backward, float32 (newest first)"
 THREADS = 2  # per side, unless --threads says otherwise
 # (B, H, T, d_head), window_size
-W2_CASES = [((8, 8, 64, 32), None), ((8, 8, 256, 64), None), ((4, 8, 1024, 64), None)]
+W2_CASES = [((8, 8, 64, 32), None), ((8, 8, 128, 64), None), ((8, 8, 256, 64), None),
+            ((4, 8, 1024, 64), None)]
 WINDOW_CASES = [((4, 8, 1024, 64), 128), ((4, 8, 1024, 64), 256), ((4, 8, 1024, 64), 512),
                 ((4, 8, 2048, 64), 128), ((4, 8, 2048, 64), 256)]
 CASES = W2_CASES + WINDOW_CASES

@@ -96,6 +96,12 @@ def _seeded(fn: Callable[..., Tensor]) -> Callable[..., Tensor]:
     return wrapped
 
 
+def _weighted_pieces(pieces: Sequence[Tensor]) -> Tensor:
+    """The pieces of a split, each times its own weight, side by side again: a value that
+    depends on each piece differently (a gradient sent to the wrong piece shows)."""
+    return ops.cat([piece * (i + 1.0) for i, piece in enumerate(pieces)], dim=-1).tanh()
+
+
 def cases(seed: int = 0) -> list[Case]:
     """Every op and layer with small float64 inputs.
 
@@ -136,6 +142,7 @@ def cases(seed: int = 0) -> list[Case]:
         Case("expand", lambda a: a.expand(3, 4), [x(1, 4)]),
         Case("getitem", lambda a: a[1:, ::2], [x(3, 4)]),
         Case("cat", lambda a, b: ops.cat([a, b], dim=1), [x(3, 2), x(3, 4)]),
+        Case("split", lambda a: _weighted_pieces(a.split([1, 3, 2], dim=1)), [x(3, 6)]),
         Case("stack", lambda a, b: ops.stack([a, b], dim=0), [x(3, 4), x(3, 4)]),
         Case("where", lambda a, b: ops.where(mask, a, b), [x(3, 4), x(3, 4)]),
         Case("masked_fill", lambda a: a.masked_fill(mask, 0.0), [x(3, 4)]),

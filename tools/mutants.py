@@ -404,8 +404,8 @@ MUTANTS: list[Mutant] = [
            "the small-product matmul loop stops one short of the inner dimension",
            "tests/kernels/test_matmul_kernel.py"),
     mutant("matmul-kernel-k-blocks", "tinyattn/kernels/matmul.py",
-           "_micro_tile(a, a_transposed, i0, b, j0, p0, p1, target, ti, tj, p0 > 0,",
-           "_micro_tile(a, a_transposed, i0, b, j0, p0, p1, target, ti, tj, False,",
+           "        accumulate = p0 > 0\n",
+           "        accumulate = False\n",
            "each k-block of the matmul kernel overwrites the tile instead of adding to it",
            "tests/kernels/test_matmul_kernel.py"),
     mutant("simd-tile-product-short", "tinyattn/kernels/simd.py",
@@ -425,8 +425,8 @@ MUTANTS: list[Mutant] = [
            "the vector-lane dot product reads its first operand twice",
            "tests/kernels/test_reductions.py", "tests/kernels/test_softmax_kernel.py"),
     mutant("attn-kernel-scale", "tinyattn/kernels/attention.py",
-           "_transpose_into(q_t, _head(q, b, h, q_tokens)[i0 : i0 + nq], nq, dtype(scale))",
-           "_transpose_into(q_t, _head(q, b, h, q_tokens)[i0 : i0 + nq], nq, dtype(1.0))",
+           "_transpose_into(q_t, q_head[i0 : i0 + nq], nq, dtype(scale))",
+           "_transpose_into(q_t, q_head[i0 : i0 + nq], nq, dtype(1.0))",
            "the fused attention forward kernel forgets the score scale",
            "tests/kernels/test_attention_kernel.py"),
     mutant("attn-kernel-dk-scale", "tinyattn/kernels/attention.py",
@@ -542,8 +542,11 @@ MUTANTS: list[Mutant] = [
            "gradient requires grad, not when a saved input does",
            "tests/test_custom_function.py", HIGHER),
     mutant("function-needs-input-grad-tensors-only", "tinyattn/autograd/function.py",
-           "needs = tuple([isinstance(a, tensor) and a._requires_grad for a in args])",
-           "needs = tuple([a._requires_grad for a in args if isinstance(a, tensor)])",
+           "needs = tuple([isinstance(a, tensor) and a._requires_grad\n"
+           "                                                  for a in args])",
+           "needs = tuple([a._requires_grad\n"
+           "                                                  for a in args "
+           "if isinstance(a, tensor)])",
            "needs_input_grad leaves out the non-tensor arguments (one entry per tensor instead "
            "of one per argument)",
            "tests/test_custom_function.py", AUTOGRAD),

@@ -383,3 +383,27 @@ def test_other_vector_units_get_their_own_tile_and_the_same_results(tmp_path, en
     report = json.loads(result.stdout.strip().splitlines()[-1])
     assert report["tile"] == tile
     assert report["worst"] <= 1.0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m, k, n, a_transposed", [
+    (MR + 1, 3, 2 * TILE.columns(4) + 5, False),  # a ragged edge of tiles: B packed
+    (4 * MR, 700, TILE.columns(4), False),  # several k-blocks, B read in place
+    (2 * MR - 1, 300, TILE.columns(4) + 3, True),  # A transposed
+    (2, 5, 3, False),  # too small for the tile: numpy adds the bias
+])
+def test_the_bias_is_added_to_the_finished_sum(dtype, m, k, n, a_transposed):
+    """Bitwise ``(a @ b) + bias``: the tile adds the bias once, after its last k-block."""
+    rng = np.random.default_rng(m + k + n)
+    a = random(rng, (k, m), dtype).T if a_transposed else random(rng, (m, k), dtype)
+    b, bias = random(rng, (k, n), dtype), random(rng, (n,), dtype)
+    np.testing.assert_array_equal(matmul(a, b, bias), matmul(a, b) + bias)
+    batch = random(rng, (3, m, k), dtype)
+    np.testing.assert_array_equal(matmul(batch, b, bias), matmul(batch, b) + bias)
+
+
+def test_outputs_start_on_a_cache_line():
+    rng = np.random.default_rng(0)
+    for shape_a, shape_b in [((MR, 40), (40, 3 * TILE.columns(4))), ((2, 3), (3, 5))]:
+        out = matmul(random(rng, shape_a, np.float32), random(rng, shape_b, np.float32))
+        assert out.ctypes.data % 64 == 0

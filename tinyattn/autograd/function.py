@@ -373,8 +373,12 @@ class Function:
             ctx.needs_input_grad = (False,) * len(args)
             outputs = cls.forward(ctx, *args, **kwargs)
         single = isinstance(outputs, tensor)
-        if single and cls.view:
-            _share_version(outputs, args[0])
+        if cls.view:
+            if single:
+                _share_version(outputs, args[0])
+            else:  # several views of the first input (split)
+                for out in outputs:
+                    _share_version(out, args[0])
         if ctx._dirty:
             _apply_dirty(ctx, args, record)
         if not record:

@@ -59,6 +59,7 @@ from numba.extending import overload
 from numpy.polynomial import chebyshev
 
 from . import FLOAT_DTYPES
+from .aligned import aligned_empty_like
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
@@ -307,7 +308,7 @@ def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray
     assert approximate in _APPROXIMATIONS, approximate
     flat = np.ascontiguousarray(x).reshape(-1)
     flat_grad = flat if grad is None else np.ascontiguousarray(grad).reshape(-1)
-    out = np.empty_like(flat)
+    out = aligned_empty_like(flat)  # read row by row by the next product
     if flat.size:
         parallel = flat.size >= _PARALLEL_MIN_ELEMENTS
         _gelu_kernel(flat, flat_grad, out, element_chunks(flat.size, parallel),

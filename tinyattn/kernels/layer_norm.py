@@ -23,6 +23,7 @@ import numpy as np
 from numba import njit, prange
 
 from . import FLOAT_DTYPES
+from .aligned import aligned_empty_like
 from .inline import always_inline
 from .parallel import chunk_bounds, parallel_kernel, run_task
 from .reductions import row_squared_deviations, row_sum
@@ -144,7 +145,7 @@ def layer_norm_forward(
         bias = np.zeros(n_cols, dtype=x.dtype)
     _assert_vector(weight, n_cols, x.dtype)
     _assert_vector(bias, n_cols, x.dtype)
-    y = np.empty_like(x)
+    y = aligned_empty_like(x)  # read row by row by the next product
     mean = np.empty(n_rows, dtype=x.dtype)
     rstd = np.empty(n_rows, dtype=x.dtype)
     _layer_norm_forward_kernel(np.ascontiguousarray(x), np.ascontiguousarray(weight),

@@ -59,9 +59,9 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   and the call spills the 24 accumulators to the stack and back, a fifth of the time of a
   tile with ``kc`` = 64.
 * **Output on a cache line.** numpy promises 16-byte alignment; C is allocated on a 64-byte
-  boundary (:func:`_aligned_empty`), so that no store of a 64-byte vector straddles two cache
-  lines when ``N · itemsize`` is a multiple of 64, and a product that reads it as B later does
-  not straddle either.
+  boundary (:func:`~.aligned.aligned_empty`), so that no store of a 64-byte vector straddles
+  two cache lines when ``N · itemsize`` is a multiple of 64, and a product that reads it as B
+  later does not straddle either.
 * **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
@@ -99,9 +99,18 @@ import numba
 import numpy as np
 from numba import config, njit, prange
 
+from .aligned import aligned_empty
 from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
 from .parallel import kernel_section, parallel_kernel, run_task
-from .simd import TileShape, tile_load, tile_store, tile_update, tile_update_t, tile_zero
+from .simd import (
+    TileShape,
+    tile_add_row,
+    tile_load,
+    tile_store,
+    tile_update,
+    tile_update_t,
+    tile_zero,
+)
 
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
@@ -183,7 +192,7 @@ def matmul_numpy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
-def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
     """Batched matrix product with ``np.matmul`` semantics, for ``a.ndim, b.ndim >= 2``.
 
     Parameters
@@ -192,6 +201,10 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         ``(..., M, K)``, float32 or float64, any strides (transposed views are read in place).
     b : np.ndarray
         ``(..., K, N)``, same dtype as ``a``; the batch dims broadcast against ``a``'s.
+    bias : np.ndarray, optional
+        ``(N,)``, same dtype: added to every row of the product, each element rounded as
+        ``(a @ b) + bias`` (the tile adds it before its one store, instead of a second pass
+        over the output).
 
     Returns
     -------
@@ -203,29 +216,36 @@ def matmul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     >>> import numpy as np
     >>> matmul(np.ones((2, 3)), np.ones((3, 4))).tolist()[0]
     [3.0, 3.0, 3.0, 3.0]
+    >>> matmul(np.ones((2, 3)), np.ones((3, 2)), np.array([0.5, -1.0])).tolist()
+    [[3.5, 2.0], [3.5, 2.0]]
     """
     assert a.ndim >= 2 and b.ndim >= 2, (a.shape, b.shape)
     assert a.dtype == b.dtype and a.dtype in (np.float32, np.float64), (a.dtype, b.dtype)
     assert a.shape[-1] == b.shape[-2], (a.shape, b.shape)
     (m, k), n = a.shape[-2:], b.shape[-1]
+    assert bias is None or (bias.shape == (n,) and bias.dtype == a.dtype), (bias, n, a.dtype)
     batch, a_index, b_index = _batch_indices(a.shape[:-2], b.shape[:-2])
     if k == 0 or m == 0 or n == 0 or a_index.size == 0:
-        return np.zeros(batch + (m, n), a.dtype)
+        out = np.zeros(batch + (m, n), a.dtype)
+        return out if bias is None else out + bias
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
-    out = _aligned_empty((a_index.size, m, n), a.dtype)
+    out = aligned_empty((a_index.size, m, n), a.dtype)
     with kernel_section:
         if a_index.size * m * n * k < _TINY_MACS or m < MR or config.DISABLE_JIT:
             _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index,
                         out)
+            if bias is not None:
+                out += bias
         else:
-            _gemm_tiled(a3, b3, a_index, b_index, out)
+            _gemm_tiled(a3, b3, a_index, b_index, out, bias)
     return out.reshape(batch + (m, n))
 
 
 def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np.ndarray,
-                out: np.ndarray) -> None:
-    """``out[o] = a3[a_index[o]] @ b3[b_index[o]]`` with the register tile (see module doc)."""
+                out: np.ndarray, bias: np.ndarray | None) -> None:
+    """``out[o] = a3[a_index[o]] @ b3[b_index[o]] (+ bias)`` with the register tile (see
+    module doc)."""
     _, k, n = b3.shape
     nr = TILE.columns(out.itemsize)
     block = _blocking(out.itemsize)
@@ -239,12 +259,16 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
         b_panels = packed.shape[1]
         b_rows = packed.reshape(-1, nr)  # (batch_b · N panels · K, NR)
     n_panels = -(-n // nr)
+    # the bias as one row, zero padded to whole tiles (an edge tile reads NR values)
+    bias_row = np.zeros((1, n_panels * nr), out.dtype)
+    if bias is not None:
+        bias_row[0, :n] = bias
     n_blocks = -(-n_panels // block.nc_panels)
     m_panels = -(-out.shape[1] // MR)
     wanted = _TASKS_PER_THREAD * numba.get_num_threads()
     m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
-    _gemm(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc, m_blocks,
-          n_blocks)
+    _gemm(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, bias is not None,
+          out, kc, m_blocks, n_blocks)
 
 
 @functools.lru_cache(maxsize=4)
@@ -283,16 +307,6 @@ def _stack_of_matrices(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x3)
 
 
-_ALIGN = 64  # bytes: packed panels start on a cache line, so no vector load straddles two
-
-
-def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-    """``np.empty(shape, dtype)`` starting on a cache line (numpy only promises 16 bytes)."""
-    itemsize = np.dtype(dtype).itemsize
-    size = int(np.prod(shape))
-    raw = np.empty(size + _ALIGN // itemsize, dtype)
-    start = (-raw.ctypes.data % _ALIGN) // itemsize
-    return raw[start:start + size].reshape(shape)
 
 
 def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
@@ -301,7 +315,7 @@ def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
     ``packed[o, s, p, j] = b3[o, p, s·width + j]``; the array starts on a cache line.
     """
     batch, k, n = b3.shape
-    packed = _aligned_empty((batch, -(-n // width), k, width), b3.dtype)
+    packed = aligned_empty((batch, -(-n // width), k, width), b3.dtype)
     by_columns = not b3.flags.c_contiguous
     _pack(b3.swapaxes(1, 2) if by_columns else b3, packed, by_columns)  # C-contiguous
     return packed
@@ -341,7 +355,8 @@ def _pack(task, b, packed, by_columns):
 
 
 @njit(cache=True)
-def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, c, cj, cols, edge, accumulate, first):
+def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, bias_row, add_bias, c, cj, cols, edge,
+               accumulate, first):
     """The tile of rows ``i0 + first .. i0 + MR`` and columns ``cj .. cj + cols < NR`` of ``c``,
     through the scratch tile ``edge`` (``MR × NR``): only the part inside ``c`` is copied."""
     if accumulate:
@@ -353,14 +368,18 @@ def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, c, cj, cols, edge, accumu
     else:
         for p in range(p0, p1):
             tile = tile_update(tile, a, i0, p, b, q0 + p, j0)
+    if add_bias:
+        tile = tile_add_row(tile, bias_row, cj)
     tile_store(edge, 0, 0, tile, first)
     _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
 
 
 @njit(cache=True)
-def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc, m_blocks,
-                n_blocks, task):
-    """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``).
+def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, has_bias,
+                out, kc, m_blocks, n_blocks, task):
+    """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``), plus
+    ``bias_row[0, :N]`` on every row when ``has_bias`` (added to the tile after its last
+    k-block, before the store).
 
     ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
     place. ``b_rows`` is every matrix of B, one 2-D stack of rows: ``b_panels`` zero-padded
@@ -388,6 +407,7 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, k
     for p0 in range(0, k, kc):
         p1 = min(p0 + kc, k)
         accumulate = p0 > 0
+        add_bias = has_bias and p1 == k
         for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
             if b_panels == 1:  # the rows of B[b_index[o]], read at column jp · NR
                 q0, j0 = b_index[o] * k, jp * nr
@@ -399,8 +419,8 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, k
                 i0 = min(ip * MR, m - MR)
                 first = ip * MR - i0  # rows of this tile that the tile row above stores
                 if cols < nr:  # the right edge
-                    _edge_tile(a, a_transposed, i0, b_rows, q0, j0, p0, p1, c, cj, cols, edge,
-                               accumulate, first)
+                    _edge_tile(a, a_transposed, i0, b_rows, q0, j0, p0, p1, bias_row, add_bias,
+                               c, cj, cols, edge, accumulate, first)
                     continue
                 # the micro-tile, written out here: the tile stays in registers from the first
                 # update to the store (a call in between would spill it)
@@ -411,16 +431,18 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, k
                 else:
                     for p in range(p0, p1):
                         tile = tile_update(tile, a, i0, p, b_rows, q0 + p, j0)
+                if add_bias:
+                    tile = tile_add_row(tile, bias_row, cj)
                 tile_store(c, i0, cj, tile, first)
 
 
 @parallel_kernel(task=_gemm_block)
-def _gemm(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc, m_blocks,
-          n_blocks):
+def _gemm(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, has_bias,
+          out, kc, m_blocks, n_blocks):
     """Every block of ``out`` (:func:`_gemm_block`), in parallel."""
     for index in prange(out.shape[0] * m_blocks * n_blocks):
-        run_task(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, out, kc,
-                 m_blocks, n_blocks, np.int64(index))
+        run_task(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row,
+                 has_bias, out, kc, m_blocks, n_blocks, np.int64(index))
 
 
 @njit(cache=True)

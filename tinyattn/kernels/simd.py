@@ -23,6 +23,8 @@ a register of its own. These intrinsics are all a kernel needs:
 * :func:`tile_load` ``(c, i0, j0, shape)``: the block ``c[i0:i0+rows, j0:j0+columns]``;
 * :func:`tile_store` ``(c, i0, j0, tile, first)``: stores the tile's rows ``first <= r < rows``
   (a tile that overlaps the one above it stores only its own rows);
+* :func:`tile_add_row` ``(tile, row, j0)``: adds ``row[0, j0:j0+columns]`` to every row of the
+  tile (the bias of a Linear layer, added once the sum is complete);
 * :func:`tile_update` ``(tile, a, i0, p, b, q, j0)``: the rank-one update
   ``tile[r, x] += A[i0 + r, p] · b[q, j0 + x]`` with ``A[i, p] = a[i, p]`` (``q`` is ``p``
   itself, or ``p`` plus the offset of a block of ``B`` stacked with others in one matrix), and
@@ -260,6 +262,32 @@ def tile_store(typingctx, c, i0, j0, tile, first):
                                   align=c.dtype.bitwidth // 8)
 
     return types.void(c, i0, j0, tile, first), codegen
+
+
+@intrinsic
+def tile_add_row(typingctx, tile, row, j0):
+    """``tile[r, x] + row[0, j0 + x]`` for every row ``r`` of the tile: one row vector of
+    ``columns`` values (a bias) added to each row, after the tile's sum."""
+    if not (isinstance(tile, Tile) and _is_float_matrix(row) and row.dtype == tile.dtype
+            and isinstance(j0, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        value, row_array, _ = args
+        zero = ir.Constant(ir.IntType(64), 0)
+        column0 = _index(context, builder, args[2], signature.args[2])
+        vectors = tile.shape.vectors
+        row_vectors = [builder.load(pointer, align=tile.dtype.bitwidth // 8) for pointer in
+                       _vector_pointers(context, builder, row, row_array, zero, column0, 1,
+                                        vectors, tile.lanes)]
+        for r in range(tile.shape.rows):
+            for v, row_vector in enumerate(row_vectors):
+                slot = r * vectors + v
+                total = builder.fadd(builder.extract_value(value, slot), row_vector)
+                value = builder.insert_value(value, total, slot)
+        return value
+
+    return tile(tile, row, j0), codegen
 
 
 def _rank_one_update(a_transposed: bool, clamped: bool):

@@ -1,13 +1,14 @@
 """Selecting, combining and sorting: indexing, index_put (``x[i] = v``), gather, scatter,
-scatter_add, index_fill, cat, stack, sort, topk, nonzero (selecting by a mask — where,
+scatter_add, index_fill, cat, split, stack, sort, topk, nonzero (selecting by a mask — where,
 masked_fill, triu, tril — is in :mod:`.masking`).
 
 The backward of a selection is a scatter: the gradient goes back to the positions that were
 read, and positions read twice (repeated integer indices) receive the sum. ``GetItem`` and
 ``IndexScatter`` (zeros with values written at an index) are each other's adjoints: each one's
-backward is the other; ``IndexPut``'s backward is ``GetItem`` and ``IndexPut`` itself. The
-backward of ``Scatter`` is a ``gather`` (a ``GetItem``) and ``Scatter`` itself; ``Sort``'s is a
-``Scatter``. Every backward is written with these ops, so it is differentiable again.
+backward is the other; so are ``Split`` and ``Cat``. ``IndexPut``'s backward is ``GetItem`` and
+``IndexPut`` itself. The backward of ``Scatter`` is a ``gather`` (a ``GetItem``) and
+``Scatter`` itself; ``Sort``'s is a ``Scatter``. Every backward is written with these ops, so
+it is differentiable again.
 
 Indexing follows PyTorch where it differs from numpy: an integer index selects first (it
 removes its dim), and only then do the tensor/list indices place their dims — so for ``x`` of
@@ -31,7 +32,7 @@ from .notation import operand
 from .operands import to_dtype
 
 __all__ = ["Cat", "GetItem", "Index", "IndexFill", "IndexPut", "IndexScatter", "Scatter",
-           "Sort", "SortResult", "Stack", "TopK", "argsort", "cat", "gather", "getitem",
+           "Sort", "SortResult", "Split", "Stack", "TopK", "argsort", "cat", "gather", "getitem",
            "index_fill", "index_put", "index_select", "masked_fill", "nonzero", "parse_index",
            "scatter", "scatter_add", "setitem", "sort", "stack", "topk", "tril", "triu",
            "where"]
@@ -266,6 +267,39 @@ class Cat(Function):
             return "[] (an empty input, skipped)"
         start = sum(size for size in node.sizes[:slot] if size is not None)
         return f"narrow({g}, {node.dim}, {start}, {node.sizes[slot]})"
+
+
+class Split(Function):
+    """``(y_1, …, y_n) = split(x, sizes, dim)``, views of ``x``;
+    ``dx = concat(g_1, …, g_n, dim)``: ``Cat``, its adjoint (a piece that received no gradient
+    contributes zeros).
+
+    One op for all the pieces, as nanoGPT's ``q, k, v = qkv.split(C, dim=2)``: the backward
+    writes the gradient of ``x`` once, instead of one zero-filled ``x``-sized gradient per
+    piece summed by the engine.
+    """
+
+    view = True
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, sizes: tuple[int, ...], dim: int) -> tuple[Tensor, ...]:
+        array = x.numpy()
+        ctx.sizes, ctx.dim = sizes, dim
+        lead = (slice(None),) * dim
+        pieces, start = [], 0
+        for size in sizes:
+            pieces.append(from_numpy(array[lead + (slice(start, start + size),)]))
+            start += size
+        return tuple(pieces)
+
+    @staticmethod
+    def backward(ctx: Context, *grads: Tensor) -> Tensor:
+        return Cat.apply(*grads, dim=ctx.dim)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"cat({g} of each piece, dim {node.dim})"
 
 
 class Stack(Function):

@@ -13,6 +13,7 @@ import math
 import numpy as np
 
 from ..autograd import Context, Function, is_grad_enabled
+from ..kernels.column_sums import column_sums
 from ..tensor import Tensor, from_numpy
 from .matmul import matmul, product
 from .notation import factor, operand, transpose
@@ -30,9 +31,7 @@ class Linear(Function):
         array, w = x.numpy(), weight.numpy()
         out_features, in_features = w.shape
         rows = array.reshape(math.prod(array.shape[:-1]), in_features)  # (N, in)
-        y = product(rows, w.T)  # (N, out)
-        if bias is not None:
-            y += bias.numpy()
+        y = product(rows, w.T, None if bias is None else bias.numpy())  # (N, out)
         needs = ctx.needs_input_grad
         ctx.save_for_backward(x if needs[1] else None, weight if needs[0] else None)
         return from_numpy(y.reshape(array.shape[:-1] + (out_features,)))  # (..., out)
@@ -68,5 +67,5 @@ def _backward_kernel(ctx: Context, x: Tensor | None, weight: Tensor | None,
         array = x.numpy()
         dweight = from_numpy(product(grad_rows.T, array.reshape(-1, array.shape[-1])))
     if len(needs) == 3 and needs[2]:
-        dbias = from_numpy(grad_rows.sum(axis=0))  # (out,)
+        dbias = from_numpy(column_sums(grad_rows))  # (out,)
     return (dx, dweight, dbias)[:len(needs)]

@@ -23,12 +23,16 @@ _KERNEL_MACS = 4096
 into the kernel costs more than the arithmetic."""
 
 
-def product(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a @ b`` for arrays of >= 2 dims and one dtype: the kernel for floats (numpy for tiny
-    products), numpy otherwise."""
+def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """``a @ b (+ bias)`` for arrays of >= 2 dims and one dtype: the kernel for floats (numpy
+    for tiny products), numpy otherwise. ``bias`` (``(N,)``, the same dtype) is added to every
+    row, by the kernel's tiles before they store."""
     if a.dtype.kind == "f" and (a.size * b.shape[-1] >= _KERNEL_MACS or a.ndim < b.ndim):
-        return matmul_kernel(a, b)
-    return np.matmul(a, b)
+        return matmul_kernel(a, b, bias)
+    out = np.matmul(a, b)
+    if bias is not None:
+        out += bias
+    return out
 
 
 class MatMul(Function):

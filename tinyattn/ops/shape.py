@@ -385,8 +385,9 @@ def clone(input: Tensor) -> Tensor:
 
 def split(input: Tensor, split_size_or_sections: int | Sequence[int],
           dim: int = 0) -> tuple[Tensor, ...]:
-    """Split along ``dim`` into pieces of a size (the last may be smaller) or of given sizes."""
-    from .index import getitem
+    """Split along ``dim`` into pieces of a size (the last may be smaller) or of given sizes:
+    views of ``input``, the outputs of one op (:class:`~tinyattn.ops.index.Split`)."""
+    from .index import Split
 
     if input.ndim == 0:
         raise ShapeError("split: expects at least a 1-dimensional tensor")
@@ -402,11 +403,7 @@ def split(input: Tensor, split_size_or_sections: int | Sequence[int],
                 f"split: sections {sizes} must be non-negative and sum to the size {length} "
                 f"of dim {axis} (tensor of shape {input.shape})"
             )
-    pieces, start = [], 0
-    for size in sizes:
-        pieces.append(getitem(input, (slice(None),) * axis + (slice(start, start + size),)))
-        start += size
-    return tuple(pieces)
+    return Split.apply(input, sizes=tuple(sizes), dim=axis)
 
 
 def chunk(input: Tensor, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:

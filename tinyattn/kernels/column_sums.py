@@ -1,0 +1,60 @@
+"""Sums over the rows of a matrix, ``s[j] = Σ_i x[i, j]``: the bias gradient of ``Linear``.
+
+The rows are cut into ``min(N, 16)`` near-equal chunks; each task adds its chunk's rows one
+after another into a row of partial sums in the input dtype (the inner loop runs along a row,
+so it vectorises; float64 partials, with a conversion per value, were slower than numpy), and
+the partials are then added in chunk order in float64: the result does not depend on the
+number of threads or on how the chunks were scheduled. Each value passes through at most
+``ceil(N / 16)`` float32 additions, about as many as in numpy's pairwise ``sum(axis=0)`` of the
+same rows. A matrix of fewer than ``_PARALLEL_MIN_ELEMENTS`` values is summed in one serial
+pass. At 2 threads, on the ``(768, 384)`` and ``(768, 512)`` gradients of a small GPT, this took
+22 and 33 µs where numpy's ``sum(axis=0)`` took 30 and 55 µs (Intel Xeon, AVX-512).
+
+Examples
+--------
+>>> import numpy as np
+>>> column_sums(np.arange(6.0).reshape(3, 2)).tolist()
+[6.0, 9.0]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit, prange
+
+from . import FLOAT_DTYPES
+from .parallel import chunk_bounds, parallel_kernel, run_task
+from .simd import prefer_full_width
+
+_MAX_CHUNKS = 16  # more than a laptop's threads, for load balance
+_PARALLEL_MIN_ELEMENTS = 1 << 15
+
+
+@njit(cache=True)
+def _chunk_sum(x, n_chunks, parts, chunk):
+    """``parts[chunk] = Σ x[i]`` over the rows ``i`` of chunk ``chunk``, in order."""
+    prefer_full_width()
+    start, stop = chunk_bounds(chunk, n_chunks, x.shape[0])
+    part = parts[chunk]
+    for i in range(start, stop):
+        row = x[i]
+        for j in range(row.size):
+            part[j] += row[j]
+
+
+@parallel_kernel(task=_chunk_sum)
+def _column_sums_kernel(task, x, n_chunks, parts):
+    for chunk in prange(n_chunks):
+        run_task(task, x, n_chunks, parts, np.int64(chunk))
+
+
+def column_sums(x: np.ndarray) -> np.ndarray:
+    """``x.sum(axis=0)`` of a float matrix ``x (N, C)``, in ``x``'s dtype (module doc)."""
+    assert x.ndim == 2 and x.dtype in FLOAT_DTYPES, (x.shape, x.dtype)
+    n_rows, n_cols = x.shape
+    n_chunks = max(1, min(n_rows, _MAX_CHUNKS))
+    parts = np.zeros((n_chunks, n_cols), x.dtype)
+    if x.size:
+        _column_sums_kernel(np.ascontiguousarray(x), n_chunks, parts,
+                            parallel=x.size >= _PARALLEL_MIN_ELEMENTS)
+    return parts.sum(axis=0, dtype=np.float64).astype(x.dtype)
