@@ -113,6 +113,13 @@ def _adamw(dtype: np.dtype) -> None:
                decoupled=True)
 
 
+def _column_sums(dtype: np.dtype) -> None:
+    from .kernels.column_sums import _PARALLEL_MIN_ELEMENTS, column_sums
+
+    column_sums(np.ones((2, 3), dtype))  # serial
+    column_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype))  # parallel
+
+
 def _special(dtype: np.dtype) -> None:
     from .kernels.special import erf
 
@@ -123,7 +130,8 @@ def _special(dtype: np.dtype) -> None:
 FAMILIES: dict[str, Callable[[np.dtype], None]] = {
     "matmul": _matmul, "attention": _attention, "softmax": _softmax, "layer_norm": _layer_norm,
     "cross_entropy": _cross_entropy, "embedding": _embedding, "gelu": _gelu,
-    "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw, "special": _special,
+    "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
+    "column_sums": _column_sums, "special": _special,
 }
 
 
