@@ -815,7 +815,9 @@ def _zip_records(handle: IO[bytes], records: list[tuple[str, Any]]) -> None:
                 dest.write(data)
 
 
-def _write_atomically(path: str, write: Callable[[IO[bytes]], None]) -> None:
+def write_atomically(path: str, write: Callable[[IO[bytes]], None]) -> None:
+    """Call ``write(file)`` on a temporary file beside ``path``, then rename it to ``path``: a
+    reader never sees half a file, and a failed write leaves no temporary behind."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
@@ -890,7 +892,7 @@ def save(obj: Any, f: str | os.PathLike | IO[bytes], pickle_module: Any = None,
                 (f"{archive}/.data/serialization_id",
                  str(secrets.randbits(128)).zfill(40).encode())]
     if isinstance(f, (str, os.PathLike)):
-        _write_atomically(os.fspath(f), lambda handle: _zip_records(handle, records))
+        write_atomically(os.fspath(f), lambda handle: _zip_records(handle, records))
     elif hasattr(f, "write"):
         buffer = io.BytesIO()
         _zip_records(buffer, records)

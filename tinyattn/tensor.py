@@ -31,7 +31,7 @@ from .tensor_methods import TensorMethods
 from .validation import normalize_dim
 
 __all__ = ["CPU", "Size", "Tensor", "as_tensor", "check_device", "check_float",
-           "check_kernel_dtype", "check_mask", "check_tensor", "device", "from_numpy"]
+           "check_kernel_dtype", "check_tensor", "device", "from_numpy"]
 
 
 class _Version:
@@ -565,20 +565,6 @@ def check_kernel_dtype(op: str, *tensors: Any) -> None:
             raise DTypeError(f"{op}: float16 is not supported: tinyattn's {op} runs on a kernel "
                              "that computes in float32 and float64 (convert with .float(); "
                              "elementwise ops do take float16)")
-
-
-def check_mask(op: str, label: str, mask: Any, dtype: np.dtype) -> Any:
-    """An attention mask as a Tensor (a numpy array is wrapped): boolean, or of the query's
-    float ``dtype`` (added to the scores); else an error naming ``op`` and ``label``."""
-    if isinstance(mask, np.ndarray):
-        mask = Tensor(mask)
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{op}: {label} must be a Tensor or numpy array, got "
-                        f"{type(mask).__name__}")
-    if mask.dtype != np.bool_ and mask.dtype != dtype:
-        raise DTypeError(f"{op}: {label} must be boolean or have the query's dtype {dtype}, "
-                         f"got {mask.dtype}")
-    return mask
 
 
 function.TENSOR = Tensor  # the autograd layer below works on tensors without importing this module

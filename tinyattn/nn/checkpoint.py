@@ -7,31 +7,18 @@ reads it back as a dict of arrays for ``Module.load_state_dict``.
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 from collections import OrderedDict
 from collections.abc import Mapping
 
 import numpy as np
 
+from ..serialization import write_atomically
+
 
 def save_arrays(path: str | os.PathLike, arrays: Mapping[str, np.ndarray]) -> None:
     """Write named arrays to an ``.npz`` file atomically: a temp file beside it, then rename."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".npz", dir=directory)
-    try:
-        with os.fdopen(handle, "wb") as file:
-            np.savez(file, **arrays)
-            file.flush()
-            os.fsync(file.fileno())
-        os.chmod(temporary, 0o644)  # mkstemp creates files readable by the owner only
-        os.replace(temporary, path)
-    except BaseException:
-        if os.path.exists(temporary):
-            os.remove(temporary)
-        raise
+    write_atomically(os.fspath(path), lambda file: np.savez(file, **arrays))
 
 
 def load(path: str | os.PathLike) -> OrderedDict[str, np.ndarray]:
