@@ -507,6 +507,17 @@ def test_the_exit_status_and_the_error_are_pythons(tmp_path, body, status):
     assert "tinyattn/run.py" not in ours.stderr
 
 
+def test_the_script_runs_on_every_core_unless_told_otherwise(tmp_path):
+    # as under torch, a script is not held to one thread; --threads before SCRIPT still rules
+    import numba
+
+    script = write(tmp_path / "threads.py", "import torch\nprint(torch.get_num_threads())\n")
+    assert tinyattn_run(script, cwd=tmp_path).stdout == f"{numba.config.NUMBA_NUM_THREADS}\n"
+    one = subprocess.run([sys.executable, "-m", "tinyattn", "run", "--threads", "1", str(script)],
+                         cwd=tmp_path, env=_env(), capture_output=True, text=True, timeout=300)
+    assert one.stdout == "1\n"
+
+
 def test_bad_usage_of_run_exits_with_status_2(tmp_path):
     result = tinyattn_run("no_such_script.py", cwd=tmp_path)
     assert result.returncode == 2 and "can't open file 'no_such_script.py'" in result.stderr

@@ -61,8 +61,9 @@ def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
         "--threads", type=int, default=1, metavar="N",
-        help="numba threads for the kernels (default 1: the small models here run fastest "
-             "on one thread, especially on a busy CPU; 0 = numba's default)")
+        help="numba threads for the kernels, 0 = all cores (default 1: the small models "
+             "here run fastest on one thread, especially on a busy CPU; 'run' defaults to "
+             "all cores, as the script would have under torch)")
     parser = argparse.ArgumentParser(
         prog="tinyattn",
         description="Study backpropagation through attention, and train small transformers.",
@@ -224,6 +225,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "that uses it, naming it. The exit status is the script's (1 with a "
                     "traceback when it raises). ARGS go to the script as they are, options "
                     "included; tinyattn's own options come before SCRIPT.")
+    run.set_defaults(threads=0)  # a PyTorch script runs on every core, as under torch
     run.add_argument("--inspect-step", type=_positive_int, metavar="N",
                      help="at the script's N-th backward() call, capture its graph (values, "
                           "gradients, check_graph, explain, saved memory, P/dP/dS of every "
