@@ -7,8 +7,7 @@ the partials are then added in chunk order in float64: the result does not depen
 number of threads or on how the chunks were scheduled. Each value passes through at most
 ``ceil(N / 16)`` float32 additions, about as many as in numpy's pairwise ``sum(axis=0)`` of the
 same rows. A matrix of fewer than ``_PARALLEL_MIN_ELEMENTS`` values is summed in one serial
-pass. At 2 threads, on the ``(768, 384)`` and ``(768, 512)`` gradients of a small GPT, this took
-22 and 33 µs where numpy's ``sum(axis=0)`` took 30 and 55 µs (Intel Xeon, AVX-512).
+pass (its timings against numpy's are in ``benchmarks/results_matmul.md``).
 
 Examples
 --------

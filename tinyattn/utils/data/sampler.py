@@ -93,12 +93,9 @@ class RandomSampler(Sampler):
 
     def __init__(self, data_source: Sized, replacement: bool = False,
                  num_samples: int | None = None, generator: Generator | None = None) -> None:
-        if not isinstance(replacement, bool):
-            raise TypeError(f"RandomSampler: replacement should be a boolean value, but got "
-                            f"replacement={replacement!r}")
-        if num_samples is not None and (not is_int(num_samples) or num_samples <= 0):
-            raise ValueError(f"RandomSampler: num_samples should be a positive integer value, "
-                             f"but got num_samples={num_samples!r}")
+        _check_bool("RandomSampler", "replacement", replacement, TypeError)
+        if num_samples is not None:
+            _check_positive_int("RandomSampler", "num_samples", num_samples)
         numpy_generator(generator, "RandomSampler")  # checks its type
         self.data_source = data_source
         self.replacement = replacement
@@ -173,12 +170,8 @@ class WeightedRandomSampler(Sampler):
 
     def __init__(self, weights: Any, num_samples: int, replacement: bool = True,
                  generator: Generator | None = None) -> None:
-        if not is_int(num_samples) or num_samples <= 0:
-            raise ValueError(f"WeightedRandomSampler: num_samples should be a positive integer "
-                             f"value, but got num_samples={num_samples!r}")
-        if not isinstance(replacement, bool):
-            raise ValueError(f"WeightedRandomSampler: replacement should be a boolean value, "
-                             f"but got replacement={replacement!r}")
+        _check_positive_int("WeightedRandomSampler", "num_samples", num_samples)
+        _check_bool("WeightedRandomSampler", "replacement", replacement)
         values = np.asarray(weights.numpy() if isinstance(weights, Tensor) else weights,
                             dtype=np.float64)
         if values.ndim != 1:
@@ -228,12 +221,8 @@ class BatchSampler(Sampler):
 
     def __init__(self, sampler: Sampler | Iterable[int], batch_size: int,
                  drop_last: bool) -> None:
-        if not is_int(batch_size) or batch_size <= 0:
-            raise ValueError(f"BatchSampler: batch_size should be a positive integer value, "
-                             f"but got batch_size={batch_size!r}")
-        if not isinstance(drop_last, bool):
-            raise ValueError(f"BatchSampler: drop_last should be a boolean value, but got "
-                             f"drop_last={drop_last!r}")
+        _check_positive_int("BatchSampler", "batch_size", batch_size)
+        _check_bool("BatchSampler", "drop_last", drop_last)
         self.sampler = sampler
         self.batch_size = int(batch_size)
         self.drop_last = drop_last
@@ -251,3 +240,17 @@ class BatchSampler(Sampler):
     def __len__(self) -> int:
         n = len(self.sampler)  # type: ignore[arg-type]
         return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
+
+
+def _check_positive_int(owner: str, name: str, value: Any) -> None:
+    """PyTorch's error for a count that is not a positive int, naming ``owner`` and ``name``."""
+    if not is_int(value) or value <= 0:
+        raise ValueError(f"{owner}: {name} should be a positive integer value, but got "
+                         f"{name}={value!r}")
+
+
+def _check_bool(owner: str, name: str, value: Any, error: type[Exception] = ValueError) -> None:
+    """PyTorch's error (``error``: ValueError or TypeError, as it raises) for a flag that is
+    not a bool."""
+    if not isinstance(value, bool):
+        raise error(f"{owner}: {name} should be a boolean value, but got {name}={value!r}")
