@@ -58,12 +58,14 @@ def build_parser() -> argparse.ArgumentParser:
     from .tasks import TASKS
     from .train import TEXT_CONFIG, TrainConfig
 
-    common = argparse.ArgumentParser(add_help=False)
-    common.add_argument(
-        "--threads", type=int, default=1, metavar="N",
-        help="numba threads for the kernels, 0 = all cores (default 1: the small models "
-             "here run fastest on one thread, especially on a busy CPU; 'run' defaults to "
-             "all cores, as the script would have under torch)")
+    def threads_option(default: int, why: str) -> argparse.ArgumentParser:
+        parent = argparse.ArgumentParser(add_help=False)
+        parent.add_argument("--threads", type=int, default=default, metavar="N",
+                            help=f"numba threads for the kernels, 0 = all cores ({why})")
+        return parent
+
+    common = threads_option(1, "default 1: the small models here run fastest on one thread, "
+                               "especially on a busy CPU")
     parser = argparse.ArgumentParser(
         prog="tinyattn",
         description="Study backpropagation through attention, and train small transformers.",
@@ -216,7 +218,9 @@ def build_parser() -> argparse.ArgumentParser:
     warm.add_argument("--dtype", choices=("float32", "float64", "all"), default="all",
                       help="the dtypes to compile the kernels for (default all)")
     run = commands.add_parser(
-        "run", parents=[common], help="run an unchanged PyTorch script on tinyattn",
+        "run", parents=[threads_option(0, "default 0: a script runs on every core, as under "
+                                          "torch")],
+        help="run an unchanged PyTorch script on tinyattn",
         usage="tinyattn run [-h] [--threads N] [--inspect-step N [--out DIR] "
               "[--inspect-every K] [--stop-after-inspect] [--no-check]] SCRIPT [ARGS ...]",
         description="Run SCRIPT as 'python SCRIPT ARGS' would (sys.argv, __main__, __file__, "
@@ -225,7 +229,6 @@ def build_parser() -> argparse.ArgumentParser:
                     "that uses it, naming it. The exit status is the script's (1 with a "
                     "traceback when it raises). ARGS go to the script as they are, options "
                     "included; tinyattn's own options come before SCRIPT.")
-    run.set_defaults(threads=0)  # a PyTorch script runs on every core, as under torch
     run.add_argument("--inspect-step", type=_positive_int, metavar="N",
                      help="at the script's N-th backward() call, capture its graph (values, "
                           "gradients, check_graph, explain, saved memory, P/dP/dS of every "
