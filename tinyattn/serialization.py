@@ -820,7 +820,7 @@ def write_atomically(path: str, write: Callable[[IO[bytes]], None]) -> None:
     reader never sees half a file, and a failed write leaves no temporary behind."""
     directory = os.path.dirname(os.path.abspath(path))
     os.makedirs(directory, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
+    handle, temporary = tempfile.mkstemp(prefix=".tmp-", suffix=".part", dir=directory)
     try:
         with os.fdopen(handle, "wb") as file:
             write(file)
