@@ -115,6 +115,7 @@ from .simd import (
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
 _B_PANELS_PER_TASK = 4  # micro-tile columns per task, at most (see blocking)
+_PACK_GROUP = 16  # columns of a transposed B packed together (16 strided reads, rows written whole)
 
 
 def micro_tile(unit: VectorUnit) -> TileShape:
@@ -336,7 +337,14 @@ def _pack_panel(b, packed, by_columns, task):
     j0 = s * width
     valid = min(width, n - j0)
     if by_columns:
-        for j in range(valid):
+        grouped = valid - valid % _PACK_GROUP
+        for g in range(0, grouped, _PACK_GROUP):  # a group of columns: panel rows written whole
+            columns = b[o, j0 + g:j0 + g + _PACK_GROUP]  # (group, K)
+            for p in range(k):
+                row = panel[p]
+                for q in range(_PACK_GROUP):
+                    row[g + q] = columns[q, p]
+        for j in range(grouped, valid):
             column = b[o, j0 + j]
             for p in range(k):
                 panel[p, j] = column[p]
