@@ -35,6 +35,17 @@ def test_linear_shapes_dtype_and_repr():
     assert [n for n, _ in nn.Linear(5, 3, bias=False).named_parameters()] == ["weight"]
 
 
+@pytest.mark.parametrize("dtype", [ta.float32, ta.float64])
+def test_weights_that_products_read_start_on_a_cache_line(dtype):
+    # the matmul kernel reads a weight's rows in place: 64-byte vectors, one cache line each
+    separate = nn.MultiheadAttention(8, 2, kdim=3, vdim=5, dtype=dtype)
+    weights = [nn.Linear(5, 3, dtype=dtype).weight, nn.Embedding(7, 3, dtype=dtype).weight,
+               nn.MultiheadAttention(8, 2, dtype=dtype).in_proj_weight,
+               separate.q_proj_weight, separate.k_proj_weight, separate.v_proj_weight]
+    for weight in weights:
+        assert weight.numpy().ctypes.data % 64 == 0 and weight.is_contiguous()
+
+
 def test_linear_init_is_uniform_within_one_over_sqrt_fan_in():
     ta.manual_seed(0)
     layer = nn.Linear(64, 256)

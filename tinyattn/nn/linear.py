@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from ..functional import linear
+from ..kernels.aligned import aligned_empty
 from ..tensor import Tensor
 from ..validation import check_int
 from . import init
@@ -40,7 +41,8 @@ class Linear(Module):
         self.out_features = check_int("Linear", "out_features", out_features, 0)
         check_device("Linear", device)
         dtype = float_dtype("Linear", dtype)
-        self.weight = Parameter(np.empty((self.out_features, self.in_features), dtype))
+        # on a cache line: the products of the backward read its rows in place
+        self.weight = Parameter(aligned_empty((self.out_features, self.in_features), dtype))
         if bias:
             self.bias = Parameter(np.empty(self.out_features, dtype))
         else:

@@ -20,6 +20,7 @@ import numpy as np
 
 from ..functional import linear
 from ..functional.dropout import check_probability
+from ..kernels.aligned import aligned_empty
 from ..ops import cat
 from ..tensor import Tensor
 from ..validation import check_choice, check_int
@@ -114,13 +115,13 @@ class MultiheadAttention(MultiHeadAttention):
         check_device(_NAME, device)
         dtype = float_dtype(_NAME, dtype)
         if self._qkv_same_embed_dim:
-            self.in_proj_weight = Parameter(np.empty((3 * E, E), dtype))
+            self.in_proj_weight = Parameter(aligned_empty((3 * E, E), dtype))  # as Linear's
             for role in ("q", "k", "v"):
                 self.register_parameter(f"{role}_proj_weight", None)
         else:
-            self.q_proj_weight = Parameter(np.empty((E, E), dtype))
-            self.k_proj_weight = Parameter(np.empty((E, self.kdim), dtype))
-            self.v_proj_weight = Parameter(np.empty((E, self.vdim), dtype))
+            self.q_proj_weight = Parameter(aligned_empty((E, E), dtype))
+            self.k_proj_weight = Parameter(aligned_empty((E, self.kdim), dtype))
+            self.v_proj_weight = Parameter(aligned_empty((E, self.vdim), dtype))
             self.register_parameter("in_proj_weight", None)
         if bias:
             self.in_proj_bias = Parameter(np.empty(3 * E, dtype))

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ..functional import embedding
 from ..functional.sparse import normalize_padding_idx
+from ..kernels.aligned import aligned_empty
 from ..tensor import Tensor
 from ..validation import check_int
 from . import init
@@ -39,8 +38,9 @@ class Embedding(Module):
         self.embedding_dim = check_int("Embedding", "embedding_dim", embedding_dim, 1)
         self.padding_idx = normalize_padding_idx("Embedding", padding_idx, self.num_embeddings)
         check_device("Embedding", device)
-        self.weight = Parameter(np.empty((self.num_embeddings, self.embedding_dim),
-                                         float_dtype("Embedding", dtype)))
+        # on a cache line: a tied output layer's products read its rows in place
+        self.weight = Parameter(aligned_empty((self.num_embeddings, self.embedding_dim),
+                                              float_dtype("Embedding", dtype)))
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
