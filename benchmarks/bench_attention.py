@@ -9,6 +9,14 @@ reports their median; the parent alternates the sides (tinyattn, torch, then tor
 the two medians. Before timing, one round saves both sides' outputs and gradients and the
 parent checks that they agree.
 
+Allocator. Each call returns fresh output arrays (out, lse, dq, dk, dv: 0.5–2 MB each at these
+shapes). With glibc's default settings the heap top is given back to the OS between calls, so a
+numpy-based kernel faults its outputs in again on every call (about 0.6 ms of tinyattn's 1.6 ms at
+T = 64, on 2026-11-26); torch's timings do not move with the setting. Every child therefore first
+applies the allocator setting of tinyattn's training entry points (``tinyattn run``,
+``tinyattn train``: :func:`tinyattn.memory.keep_freed_memory`), torch's side too;
+``--glibc-defaults`` measures without it.
+
 Cases:
 
 * W2 (BENCHMARKS.md): ``scaled_dot_product_attention(q, k, v, is_causal=True)`` then
@@ -45,6 +53,7 @@ sys.path.insert(0, str(HERE))
 COMMAND = "python benchmarks/bench_attention.py"
 TITLE = "# W2 — causal attention forward + backward, float32 (newest first)"
 THREADS = 2  # per side, unless --threads says otherwise
+GLIBC_DEFAULTS = False  # set by --glibc-defaults: children keep glibc's allocator settings
 # (B, H, T, d_head), window_size
 W2_CASES = [((8, 8, 64, 32), None), ((8, 8, 128, 64), None), ((8, 8, 256, 64), None),
             ((4, 8, 1024, 64), None)]
@@ -106,10 +115,12 @@ def _runner(side, shape, window, threads):
     return run
 
 
-def child(side, case, calls, save, threads):
+def child(side, case, calls, save, threads, glibc_defaults):
     """In a fresh process: time ``calls`` calls of one side after a warm-up; print JSON."""
-    from timing import call_seconds, set_threads
+    from timing import call_seconds, keep_freed_memory, set_threads
 
+    if not glibc_defaults:
+        keep_freed_memory()
     set_threads(side, threads)
     shape, window = CASES[case]
     run = _runner(side, shape, window, threads)
@@ -128,6 +139,8 @@ def _run_child(side, case, calls, threads, save=None):
                str(case), "--calls", str(calls), "--threads", str(threads)]
     if save:
         command += ["--save", save]
+    if GLIBC_DEFAULTS:
+        command.append("--glibc-defaults")
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"{side} child failed on case {CASES[case]}:\n{done.stderr[-3000:]}")
@@ -172,14 +185,18 @@ def main() -> None:
                         help="rounds of the unfused numpy twins on the W2 cases (0 skips them)")
     parser.add_argument("--skip-windows", action="store_true", help="only the W2 cases")
     parser.add_argument("--threads", type=int, default=THREADS, help="threads of each side")
+    parser.add_argument("--glibc-defaults", action="store_true",
+                        help="leave glibc's allocator settings as they are in every child")
     parser.add_argument("--output", type=Path, default=HERE / "results_attention.md")
     parser.add_argument("--child", choices=["tinyattn", "torch", "numpy"], help=argparse.SUPPRESS)
     parser.add_argument("--case", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--save", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.case, args.calls, args.save, args.threads)
+        child(args.child, args.case, args.calls, args.save, args.threads, args.glibc_defaults)
         return
+    global GLIBC_DEFAULTS
+    GLIBC_DEFAULTS = args.glibc_defaults
 
     from timing import machine_header
 
@@ -233,10 +250,15 @@ def main() -> None:
         tables += "\n\nSliding window (causal, `window_size` w):\n\n" + "\n".join(window_lines)
     command = (f"{COMMAND} --rounds {args.rounds} --calls {args.calls} "
                f"--numpy-rounds {args.numpy_rounds} --threads {args.threads}"
-               + (" --skip-windows" if args.skip_windows else ""))
+               + (" --skip-windows" if args.skip_windows else "")
+               + (" --glibc-defaults" if args.glibc_defaults else ""))
+    allocator = ("glibc's default allocator settings" if args.glibc_defaults else
+                 "glibc keeping freed memory (`tinyattn.memory.keep_freed_memory`, as tinyattn's "
+                 "training entry points set it) on both sides")
     section = (
         f"## {header}\n\n"
         f"Command: `{command}` (from the repository root). Each side in its own fresh process, "
+        f"{allocator}, "
         f"{args.threads} threads; ms = median over rounds of each process's median of {args.calls} "
         f"calls; ratio = median over {args.rounds} alternating rounds of tinyattn ms / torch ms "
         "(the figure to read); ratio of best times = the smallest tinyattn ms over the rounds / "

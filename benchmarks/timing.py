@@ -10,6 +10,7 @@ process.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import resource
@@ -17,6 +18,7 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -67,6 +69,20 @@ def set_threads(side: str, threads: int) -> None:
         import numba
 
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+
+
+def keep_freed_memory() -> bool:
+    """Apply :func:`tinyattn.memory.keep_freed_memory` (glibc keeps freed blocks for reuse) to
+    this process, as tinyattn's training entry points do; True when it took effect.
+
+    The module is loaded from its file, so that a torch child gets the same allocator setting
+    without importing tinyattn and numba.
+    """
+    path = Path(__file__).resolve().parent.parent / "tinyattn" / "memory.py"
+    spec = importlib.util.spec_from_file_location("_tinyattn_memory", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.keep_freed_memory()
 
 
 def load_average() -> str:

@@ -1,16 +1,24 @@
 """The counter-based generator of attention and element dropout against SplitMix64 written out
 here with Python integers.
 
-The kernels (``fold_key``, ``state_to_uniform``) and their numpy twins (``uniform_numpy``,
-``dropout_keep_mask_numpy``, ``dropout_apply_numpy``) share the constants of
+The kernels (``fold_key``, ``keep_threshold`` and ``kept``) and their numpy twins
+(``uniform_numpy``, ``dropout_keep_mask_numpy``, ``dropout_apply_numpy``) share the constants of
 ``kernels/counter_rng.py``, so a twin test cannot see a wrong multiplier or shift there: this
 reference, checked against the published outputs of splitmix64.c, can.
 """
 
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
-from tinyattn.kernels.counter_rng import dropout_keep_mask, dropout_keep_mask_numpy, uniform_numpy
+from tinyattn.kernels.counter_rng import (
+    dropout_keep_mask,
+    dropout_keep_mask_numpy,
+    keep_threshold,
+    kept,
+    uniform_numpy,
+)
 from tinyattn.kernels.dropout import dropout_apply, dropout_apply_numpy
 
 MASK = 2**64 - 1
@@ -78,3 +86,16 @@ def test_element_dropout_keeps_element_n_when_its_number_is_at_least_p(seed, dty
     expected = np.where(keep, x * dtype(1 / (1 - p)), dtype(0))
     for apply in (dropout_apply, dropout_apply_numpy):  # the kernel and its twin
         np.testing.assert_array_equal(apply(x, seed, p), expected)
+
+
+@pytest.mark.parametrize("p", [0.0, 2**-53, 0.1, 0.3, 0.5, 1 - 2**-53, 1.0])
+def test_the_kernels_integer_keep_test_is_the_number_at_least_p(p):
+    """``kept(state, keep_threshold(p))`` against ``top53 / 2⁵³ >= p`` in exact fractions, at
+    the states on either side of the boundary (and the ends of the range)."""
+    threshold = int(keep_threshold(p))
+    boundary = int(Fraction(p) * 2**53)  # the smallest top53 with top53 / 2⁵³ >= p, or one less
+    tops = {0, 2**53 - 1} | {t for t in range(boundary - 2, boundary + 3) if 0 <= t < 2**53}
+    for top in sorted(tops):
+        for low in (0, 2**11 - 1):  # the 11 low bits play no part
+            state = np.uint64((top << 11) | low)
+            assert bool(kept(state, np.uint64(threshold))) == (Fraction(top, 2**53) >= Fraction(p))

@@ -101,7 +101,7 @@ from .attention_reference import (  # noqa: F401  (the twins, also reachable fro
     attention_backward_numpy,
     attention_forward_numpy,
 )
-from .counter_rng import fold_key, state_to_uniform
+from .counter_rng import fold_key, keep_threshold, kept
 from .exp import fast_exp
 from .parallel import parallel_kernel, run_task
 from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
@@ -234,18 +234,30 @@ def _add_bias(st, nk, c0, c1, nq, bias, b, h, i0, j0, band_lo, band_hi):
 
 
 @njit(cache=True)
-def _dropout_factors(st, c0, c1, head_state, dropout_p, keep_scale, i0, j0, nk, band_lo,
-                     band_hi):
-    """Multiply ``st[:nk, c0:c1]`` by ``z_ij`` (``keep_scale`` where kept, 0 where dropped)
-    inside the band (outside it the weights are zero already)."""
-    for x in range(c0, c1):
-        i = i0 + x
-        query_state = fold_key(head_state, i)
-        for jj in range(max(0, i - band_hi - j0), min(nk, i - band_lo + 1 - j0)):
-            if state_to_uniform(fold_key(query_state, j0 + jj)) >= dropout_p:
-                st[jj, x] *= keep_scale
-            else:
-                st[jj, x] = 0.0
+def _query_states(states, head_state, query0):
+    """``states[x]``: the counter state of query ``query0 + x`` of a head (its key folded in)."""
+    for x in range(states.size):
+        states[x] = fold_key(head_state, query0 + x)
+
+
+@njit(cache=True)
+def _dropout_factors(z, c0, n_cols, query_states, threshold, keep_scale, j0, nk, query0,
+                     band_lo, band_hi):
+    """``z[jj, c0 + x] = z_ij`` for key ``j = j0 + jj`` and query ``i = query0 + x``,
+    ``x < n_cols`` (``query_states[x]`` that query's state): ``keep_scale`` where the weight is
+    kept, 0 where it is dropped or outside the band.
+
+    The loop runs along the queries of one key, so that it vectorises: each state is
+    ``mix(query_states[x] + (j + 1)·γ)``, which is ``fold_key(query_states[x], j)``.
+    """
+    for jj in range(nk):
+        j = j0 + jj
+        first, stop = _band_columns(j, query0, band_lo, band_hi, n_cols)
+        z[jj, c0 : c0 + first] = 0.0
+        z[jj, c0 + stop : c0 + n_cols] = 0.0
+        row, states = z[jj, c0 + first : c0 + stop], query_states[first:stop]
+        for x in range(stop - first):
+            row[x] = keep_scale if kept(fold_key(states[x], j), threshold) else 0.0
 
 
 @njit(cache=True)
@@ -260,6 +272,7 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
     n_keys = k.shape[1]
     dtype = q.dtype.type
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
+    threshold = keep_threshold(dropout_p)
     n_query_blocks = -(-n_queries // block_q)
     b = task // (n_heads * n_query_blocks)
     h = task // n_query_blocks % n_heads
@@ -269,7 +282,7 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
     head_state = fold_key(fold_key(seed, b), h)
     k_rows = _head(k, k_c0, b, hk, d_head, n_kv_heads, kv_tokens)  # (S, D)
     v_rows = _head(v, v_c0, b, hk, d_value, n_kv_heads, kv_tokens)  # (S, Dv)
-    width = block_q + tile_cols  # room for a last tile that starts anywhere in the block
+    width = _round_up(nq, tile_cols) + tile_cols  # room for a last tile starting anywhere
     q_t = np.empty((d_head, width), q.dtype)  # scale · q of the block, transposed: (D, T)
     q_head = _head(q, q_c0, b, h, d_head, n_heads, q_tokens)  # (T, D)
     _transpose_into(q_t, q_head[i0 : i0 + nq], nq, dtype(scale))
@@ -280,6 +293,12 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
     new_max = np.empty(width, q.dtype)  # m'
     shift = np.empty(width, q.dtype)  # m', or 0 while the column is all −inf
     alpha = np.empty(width, q.dtype)  # e^(m − m')
+    z = st  # dropout factors z_ij: (keys, queries), with dropout only
+    query_states = np.empty(0, np.uint64)
+    if dropout_p > 0.0:
+        z = np.empty((block_k, width), q.dtype)
+        query_states = np.empty(width, np.uint64)
+        _query_states(query_states, head_state, i0)
     # the keys some query of the block sees: i0 − band_hi <= j < i0 + nq − band_lo
     key_start = max(0, i0 - band_hi)
     key_stop = min(n_keys, i0 + nq - band_lo)
@@ -324,8 +343,12 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
                 row[x] = weight
                 row_sum[x] += weight
         if dropout_p > 0.0:
-            _dropout_factors(st, c0, min(c1, nq), head_state, dropout_p, keep_scale, i0, j0, nk,
-                             band_lo, band_hi)
+            _dropout_factors(z, c0, n_cols, query_states[c0:c1], threshold, keep_scale, j0, nk,
+                             query0, band_lo, band_hi)
+            for jj in range(nk):
+                row, row_z = st[jj, c0:c1], z[jj, c0:c1]
+                for x in range(n_cols):
+                    row[x] *= row_z[x]
         for e in range(d_value):
             acc_row = acc_t[e, c0:c1]
             for x in range(n_cols):
@@ -372,6 +395,7 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
     dtype = q.dtype.type
     scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
+    threshold = keep_threshold(dropout_p)
     b = task // n_kv_heads
     hk = task % n_kv_heads
     k_rows = _head(k, k_c0, b, hk, d_head, n_kv_heads, kv_tokens)  # (S, D)
@@ -392,9 +416,12 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
     st = np.empty((block_k, block_q), q.dtype)  # scores, then weights p: (keys, queries)
     dpt = np.empty((block_k, block_q), q.dtype)  # dL/dp, then dL/ds: (keys, queries)
     p_kept = np.empty((block_k, block_q), q.dtype)  # p ⊙ z: (keys, queries)
+    z = np.empty((block_k, block_q), q.dtype)  # dropout factors z_ij: (keys, queries)
+    query_states = np.empty(width, np.uint64)  # of the head's queries, with dropout only
     for g in range(group):
         h = hk * group + g
-        head_state = fold_key(fold_key(seed, b), h)
+        if dropout_p > 0.0:
+            _query_states(query_states, fold_key(fold_key(seed, b), h), _ZERO)
         q_head = _head(q, q_c0, b, h, d_head, n_heads, q_tokens)  # (T, D)
         dout_head = _head(dout, dout_c0, b, h, d_value, n_heads, dout_tokens)  # (T, Dv)
         out_head = out[b, :, h]
@@ -432,14 +459,14 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
                     for x in range(stop - first):
                         row[x] = fast_exp(row[x] - row_lse[x])
                 p_z = st
-                if dropout_p > 0.0:
+                if dropout_p > 0.0:  # p ⊙ z, and dL/dp ⊙ z (zero outside the band)
+                    _dropout_factors(z, _ZERO, n_cols, query_states[i0 : i0 + n_cols],
+                                     threshold, keep_scale, j0, nk, i0, band_lo, band_hi)
                     for jj in range(nk):
+                        row, row_kept, row_dp, row_z = st[jj], p_kept[jj], dpt[jj], z[jj]
                         for x in range(n_cols):
-                            p_kept[jj, x] = st[jj, x]
-                    _dropout_factors(p_kept, _ZERO, nq, head_state, dropout_p, keep_scale, i0,
-                                     j0, nk, band_lo, band_hi)
-                    _dropout_factors(dpt, _ZERO, nq, head_state, dropout_p, keep_scale, i0, j0,
-                                     nk, band_lo, band_hi)
+                            row_kept[x] = row[x] * row_z[x]
+                            row_dp[x] *= row_z[x]
                     p_z = p_kept
                 _over_queries_product(dv_acc, j0, nk, d_value, p_z[:nk, ::1],
                                       dout_rows[i0 : i0 + nq], nq, j0, i0, band_lo, band_hi,

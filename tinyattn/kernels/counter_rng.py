@@ -16,11 +16,17 @@ a bijection of 64-bit integers and ``(key + 1) · γ`` is injective in ``key`` (
 for a fixed prefix distinct keys give distinct states. The uniform number is the top 53 bits
 of the last state scaled into ``[0, 1)``. Dropout keeps a weight when that number is ``>= p``.
 
+The kernels make that test on integers: with ``top53 = state >> 11``, ``top53 / 2⁵³ >= p`` holds
+exactly when ``top53 >= ⌈p · 2⁵³⌉`` (:func:`keep_threshold`; ``p · 2⁵³`` is exact in float64 and
+``top53`` is an integer), which a vector loop can test without converting to floating point.
+
 A prefix of the keys can be folded once and reused (:func:`fold_key`), which is what the
 attention kernels do per head and per query.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 from numba import njit, prange
@@ -35,6 +41,7 @@ _SHIFT_30 = np.uint64(30)
 _SHIFT_27 = np.uint64(27)
 _SHIFT_31 = np.uint64(31)
 _SHIFT_11 = np.uint64(11)
+_TWO_POW_53 = 2.0**53
 _TWO_POW_MINUS_53 = 2.0**-53
 
 
@@ -52,14 +59,23 @@ def fold_key(state, key):
 
 
 @njit(cache=True, inline="always")
-def state_to_uniform(state):
-    """Map a uint64 state to a float64 in ``[0, 1)`` using its top 53 bits."""
-    return np.float64(state >> _SHIFT_11) * _TWO_POW_MINUS_53
+def keep_threshold(p):
+    """``⌈p · 2⁵³⌉`` as a uint64: a state is kept (its uniform number is ``>= p``) when
+    :func:`kept` says so. ``p = 0`` keeps every state, ``p = 1`` none."""
+    return np.uint64(math.ceil(p * _TWO_POW_53))
+
+
+@njit(cache=True, inline="always")
+def kept(state, threshold):
+    """Whether the uniform number of ``state``, ``top53(state) / 2⁵³``, is ``>= p`` for
+    ``threshold = keep_threshold(p)``."""
+    return (state >> _SHIFT_11) >= threshold
 
 
 @parallel_kernel
 def _dropout_keep_mask_kernel(seed, p, keep):
     n_batch, n_heads, n_queries, n_keys = keep.shape
+    threshold = keep_threshold(p)
     for bh in prange(n_batch * n_heads):
         b = bh // n_heads
         h = bh % n_heads
@@ -67,7 +83,7 @@ def _dropout_keep_mask_kernel(seed, p, keep):
         for i in range(n_queries):
             row_state = fold_key(head_state, i)
             for j in range(n_keys):
-                keep[b, h, i, j] = state_to_uniform(fold_key(row_state, j)) >= p
+                keep[b, h, i, j] = kept(fold_key(row_state, j), threshold)
 
 
 def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:

@@ -14,10 +14,10 @@ import numpy as np
 from numba import njit, prange
 
 from . import FLOAT_DTYPES
-from .counter_rng import fold_key, state_to_uniform, uniform_numpy
+from .counter_rng import fold_key, keep_threshold, kept, uniform_numpy
 from .parallel import chunk_bounds, element_chunks, parallel_kernel
 
-_PARALLEL_MIN = 1 << 20  # below this a parallel launch costs more than it saves
+_PARALLEL_MIN = 1 << 15  # below this a parallel launch costs more than it saves
 
 
 @njit(cache=True)
@@ -25,10 +25,10 @@ def _dropout_span(x, seed, p, scale, out, first):
     """Elements ``n = first, first + 1, ...`` of the call, given as views that start at 0: an
     index that may be negative would need a wraparound select per element, which keeps the
     compiler from vectorising the loop (``n`` is counted alongside for the same reason)."""
+    threshold = keep_threshold(p)
     n = first
     for k in range(x.size):
-        keep = state_to_uniform(fold_key(seed, n)) >= p
-        out[k] = x[k] * scale if keep else 0.0
+        out[k] = x[k] * scale if kept(fold_key(seed, n), threshold) else 0.0
         n += 1
 
 
