@@ -382,8 +382,8 @@ MUTANTS: list[Mutant] = [
            "the embedding backward kernel overwrites a repeated row instead of adding",
            "tests/kernels/test_embedding_kernel.py", FAST),
     mutant("dropout-kernel-no-scale", "tinyattn/kernels/dropout.py",
-           "out[k] = x[k] * scale if keep else 0.0",
-           "out[k] = x[k] if keep else 0.0",
+           "out[k] = x[k] * scale if kept(fold_key(seed, n), threshold) else 0.0",
+           "out[k] = x[k] if kept(fold_key(seed, n), threshold) else 0.0",
            "the dropout kernel keeps elements unscaled (not inverted dropout)",
            "tests/kernels/test_dropout_kernel.py"),
     mutant("dropout-kernel-chunk-counter", "tinyattn/kernels/dropout.py",
@@ -478,10 +478,16 @@ MUTANTS: list[Mutant] = [
            "the running max",
            "tests/kernels/test_attention_kernel.py"),
     mutant("attn-kernel-dropout-query", "tinyattn/kernels/attention.py",
-           "query_state = fold_key(head_state, i)",
-           "query_state = fold_key(head_state, x)",
-           "the fused kernels key the dropout mask by the column within the query block "
+           "_query_states(query_states, head_state, i0)",
+           "_query_states(query_states, head_state, _ZERO)",
+           "the fused forward keys the dropout mask by the column within the query block "
            "instead of the query index (every block of 128 queries repeats the first's mask)",
+           "tests/kernels/test_attention_kernel.py", "tests/test_attention.py"),
+    mutant("attn-kernel-dropout-key", "tinyattn/kernels/attention.py",
+           "row[x] = keep_scale if kept(fold_key(states[x], j), threshold) else 0.0",
+           "row[x] = keep_scale if kept(fold_key(states[x], jj), threshold) else 0.0",
+           "the fused kernels key the dropout mask by the row within the key block instead of "
+           "the key index (every block of 64 keys repeats the first's mask)",
            "tests/kernels/test_attention_kernel.py", "tests/test_attention.py"),
 
     # ---- the engine (tinyattn/autograd, tinyattn/tensor.py) -----------------------------------
