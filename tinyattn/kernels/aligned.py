@@ -17,6 +17,8 @@ Examples
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 ALIGNMENT = 64  # bytes: one cache line
@@ -26,7 +28,7 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, C-ordered, starting on a 64-byte boundary (a view of a
     slightly larger buffer)."""
     itemsize = np.dtype(dtype).itemsize
-    size = int(np.prod(shape))
+    size = math.prod(shape)  # (np.prod costs microseconds on a tuple: it makes an array first)
     raw = np.empty(size + ALIGNMENT // itemsize, dtype)
     start = (-raw.ctypes.data % ALIGNMENT) // itemsize
     return raw[start:start + size].reshape(shape)
