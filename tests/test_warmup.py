@@ -87,6 +87,16 @@ print(erf(x).tolist())
 """
 
 
+_ERF_UNDER_A_BAR = """
+import sys
+import numpy as np
+from tqdm import tqdm
+from tinyattn.kernels.special import erf
+for step in tqdm(range(3), file=sys.stderr, mininterval=0, ascii=True, desc="bar"):
+    erf(np.array([0.5, -1.0], np.float32))  # compiles at step 0, while the bar is drawn
+"""
+
+
 def _child(code: str, cache_dir: str, **env: str) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with numba's cache in ``cache_dir``."""
     environment = {k: v for k, v in os.environ.items() if k != QUIET_VARIABLE}
@@ -116,3 +126,15 @@ def test_compile_line_once_when_compiling_none_when_cached_or_quiet(tmp_path):
 
     quiet = _child(_ERF_TWICE, str(tmp_path / "empty"), **{QUIET_VARIABLE: "1"})
     assert quiet.stderr == "" and quiet.stdout == compiled.stdout
+
+
+def test_the_compile_line_has_a_line_of_its_own_under_a_progress_bar(tmp_path):
+    """What a terminal shows of each line: after its last carriage return. The notice must be
+    the whole of the line it is on, and the bar must still be drawn to its end."""
+    line = notice("tinyattn.kernels.special", "float32")
+    stderr = _child(_ERF_UNDER_A_BAR, str(tmp_path / "cache")).stderr
+    shown = [text.rsplit("\r", 1)[-1] for text in stderr.split("\n")]
+    assert any("bar:" in text for text in stderr.split("\r"))  # the bar was drawn first
+    with_notice = [text for text in shown if "compiling" in text]
+    assert with_notice == [line], stderr
+    assert "3/3" in stderr.rsplit(line, 1)[1]  # and drawn again after it, to the end

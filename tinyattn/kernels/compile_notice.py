@@ -8,8 +8,9 @@ first compilation of a kernel of ``tinyattn.kernels.<module>`` for a dtype, prin
 
     tinyattn: compiling matmul kernels for float32 (first run only)...
 
-once per (module, dtype) and process; the helpers a kernel compiles along with it (nested
-events) say nothing. Set the environment variable ``TINYATTN_QUIET_COMPILE=1`` to silence the
+once per (module, dtype) and process, on a line of its own even while a tqdm progress bar is
+drawn (:func:`_write`); the helpers a kernel compiles along with it (nested events) say
+nothing. Set the environment variable ``TINYATTN_QUIET_COMPILE=1`` to silence the
 line; :func:`silenced` silences it for a block of code (``tinyattn warmup`` draws a progress
 bar of its own).
 """
@@ -67,6 +68,22 @@ def notice(module: str, dtype: str | None) -> str:
     return f"tinyattn: compiling {family(module)} kernels{for_dtype} (first run only)..."
 
 
+def _write(line: str) -> None:
+    """Print ``line`` on stderr on a line of its own.
+
+    A compilation starts inside the first step of a loop, often while a tqdm progress bar is
+    drawn on stderr without its newline: a plain print would land at the end of the bar's line.
+    When tqdm is in use (imported), its ``write`` clears the bars on stderr, prints the line and
+    draws them again below it.
+    """
+    tqdm = sys.modules.get("tqdm")
+    if tqdm is not None and hasattr(tqdm, "tqdm"):
+        tqdm.tqdm.write(line, file=sys.stderr)
+        sys.stderr.flush()
+    else:
+        print(line, file=sys.stderr, flush=True)
+
+
 class _Listener(event.Listener):
     """Prints :func:`notice` at the start of an outermost compilation of a tinyattn kernel."""
 
@@ -82,7 +99,7 @@ class _Listener(event.Listener):
         if key in _announced:
             return
         _announced.add(key)
-        print(notice(module, key[1] or None), file=sys.stderr, flush=True)
+        _write(notice(module, key[1] or None))
 
     def on_end(self, ev: event.Event) -> None:
         _state.depth = max(0, getattr(_state, "depth", 1) - 1)
