@@ -138,3 +138,57 @@ def test_the_compile_line_has_a_line_of_its_own_under_a_progress_bar(tmp_path):
     with_notice = [text for text in shown if "compiling" in text]
     assert with_notice == [line], stderr
     assert "3/3" in stderr.rsplit(line, 1)[1]  # and drawn again after it, to the end
+
+
+_SMALL_TORCH_SCRIPT = """
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+torch.manual_seed(0)
+C, H = 32, 4
+emb, ln, qkv, proj, head = (nn.Embedding(20, C), nn.LayerNorm(C), nn.Linear(C, 3 * C),
+                            nn.Linear(C, C), nn.Linear(C, 20))
+params = [p for m in (emb, ln, qkv, proj, head) for p in m.parameters()]
+opt = torch.optim.AdamW(params, lr=1e-3)
+for _ in range(2):
+    idx, y = torch.randint(0, 20, (4, 16)), torch.randint(0, 20, (4, 16))
+    x = emb(idx)
+    q, k, v = (t.view(4, 16, H, C // H).transpose(1, 2) for t in qkv(ln(x)).split(C, dim=2))
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(4, 16, C)
+    loss = F.cross_entropy(head(F.gelu(x + proj(a))).view(-1, 20), y.view(-1))
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+print(loss.item())
+"""
+
+
+def _command(args: list[str], cache_dir: Path, cwd: Path) -> str:
+    """``python -m tinyattn ARGS`` in a fresh process with numba's cache in ``cache_dir``;
+    its stderr."""
+    environment = {k: v for k, v in os.environ.items() if k != QUIET_VARIABLE}
+    environment.update(NUMBA_CACHE_DIR=str(cache_dir))
+    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
+                                                              environment.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, "-m", "tinyattn", *args], env=environment, cwd=cwd,
+                            capture_output=True, text=True, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stderr
+
+
+def test_a_second_command_loads_what_the_first_compiled(tmp_path):
+    """``tinyattn run`` of a small training script, then ``tinyattn train``, on one empty numba
+    cache: the second command compiles only what the first did not (new functions or variants:
+    no machine code the first wrote is written again), and announces no family whose kernels it
+    only loads."""
+    (tmp_path / "script.py").write_text(_SMALL_TORCH_SCRIPT)
+    cache = tmp_path / "cache"
+    first = _command(["run", "script.py"], cache, tmp_path)
+    written = {path: path.stat().st_mtime_ns for path in cache.rglob("*.nbc")}
+    assert written and notice("tinyattn.kernels.embedding", "float32") in first
+    second = _command(["train", "--task", "copy", "--steps", "2", "--eval-every", "2",
+                       "--no-progress", "--out", str(tmp_path / "out")], cache, tmp_path)
+    assert {path: path.stat().st_mtime_ns for path in written} == written
+    for family_module in ("embedding", "layer_norm", "cross_entropy"):  # loaded, not compiled
+        assert notice(f"tinyattn.kernels.{family_module}", "float32") not in second, second
