@@ -238,3 +238,34 @@ def test_regression_losses_refuse_what_pytorch_refuses(name, input_dtype, target
         getattr(torch.nn.functional, name)(_operand(torch, input_dtype, 0),
                                            _operand(torch, target_dtype, 1),
                                            reduction=reduction)
+
+
+# ---- an integer tensor and a Python int ---------------------------------------------------------
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "uint8"])
+@pytest.mark.parametrize("op", ["+", "-", "*", "//", "%", "/"])
+@pytest.mark.parametrize("number_first", [False, True])
+def test_an_integer_tensor_and_a_python_int_as_in_pytorch(dtype, op, number_first):
+    """nanoGPT's ``data[i:i + block_size]`` with ``i`` a 0-d int64 tensor, and the like: the
+    number takes the tensor's dtype (true division gives the default float dtype, where
+    PyTorch's vectorised division may differ in the last bit), on the quick path for these
+    operands and on the general one (a 0-d tensor), for either order."""
+    rtol = 1e-6 if op == "/" else 0
+    values = [1, 5, 3, 100]
+    for number in (0 if op not in ("//", "%") else 2, 3, 300):
+        results = []
+        for m in MODULES:
+            x = m.tensor(values, dtype=getattr(m, dtype))
+            expression = f"n {op} x" if number_first else f"x {op} n"
+            if number_first and op in ("//", "%", "/"):
+                x = x + 1  # no zero divisor
+            results.append(eval(expression, {"x": x, "n": number}))  # noqa: S307
+        ours, theirs = results
+        assert _dtype(ours) == _dtype(theirs), (op, dtype, number)
+        np.testing.assert_allclose(_np(ours), _np(theirs), rtol=rtol, atol=0)
+        scalar = ta.tensor(values[1], dtype=getattr(ta, dtype))  # 0-d, as a loop index
+        expected = eval(f"n {op} s" if number_first else f"s {op} n",  # noqa: S307
+                        {"s": torch.tensor(values[1], dtype=getattr(torch, dtype)), "n": number})
+        got = eval(f"n {op} s" if number_first else f"s {op} n",  # noqa: S307
+                   {"s": scalar, "n": number})
+        assert _dtype(got) == _dtype(expected)
+        assert got.item() == pytest.approx(expected.item(), rel=rtol, abs=0)

@@ -71,6 +71,9 @@ class TensorMethods:
     def __mod__(self, other):
         return _ops.remainder(self, other)
 
+    def __rmod__(self, other):
+        return _ops.remainder(other, self)
+
     def __pow__(self, other):
         return _ops.pow(self, other)
 

@@ -174,12 +174,20 @@ def _is_bool(value: Any) -> bool:
     return isinstance(value, (bool, np.bool_)) or getattr(value, "dtype", None) == np.bool_
 
 
+def _constant(value: int, dtype: np.dtype) -> Tensor:
+    """A Python int as a constant 0-d tensor of the integer ``dtype``, cast as the general path
+    casts it (:func:`~.operands.to_dtype`)."""
+    return Tensor._from_op(np.asarray(value).astype(dtype, copy=False), None)
+
+
 def _binary(fn: type[Function], name: str, a: Any, b: Any, floating: bool = False) -> Tensor:
     """Apply the binary op ``fn`` after PyTorch's promotion and a broadcast check."""
-    # The common cases first: two float tensors of one dtype, or a float tensor and a Python
-    # number (which takes the tensor's dtype).
+    # The common cases first: two float tensors of one dtype, a float tensor and a Python
+    # number, or an integer tensor and a Python int (the number takes the tensor's dtype; an
+    # integer result only when the op does not ask for a float one).
     if isinstance(a, Tensor):
-        if a._data.dtype.kind == "f":
+        kind = a._data.dtype.kind
+        if kind == "f":
             if isinstance(b, Tensor):
                 if b._data.dtype == a._data.dtype:
                     if a._data.shape != b._data.shape:
@@ -187,9 +195,14 @@ def _binary(fn: type[Function], name: str, a: Any, b: Any, floating: bool = Fals
                     return fn.apply(a, b)
             elif type(b) is float or type(b) is int:
                 return fn.apply(a, Tensor._from_op(np.asarray(b, a._data.dtype), None))
-    elif (type(a) is float or type(a) is int) and isinstance(b, Tensor) and \
-            b._data.dtype.kind == "f":
-        return fn.apply(Tensor._from_op(np.asarray(a, b._data.dtype), None), b)
+        elif (kind == "i" or kind == "u") and type(b) is int and not floating:
+            return fn.apply(a, _constant(b, a._data.dtype))
+    elif isinstance(b, Tensor) and (type(a) is float or type(a) is int):
+        kind = b._data.dtype.kind
+        if kind == "f":
+            return fn.apply(Tensor._from_op(np.asarray(a, b._data.dtype), None), b)
+        if (kind == "i" or kind == "u") and type(a) is int and not floating:
+            return fn.apply(_constant(a, b._data.dtype), b)
     if fn is Sub and (_is_bool(a) or _is_bool(b)):
         raise DTypeError("sub: subtraction, the `-` operator, with a bool tensor is not "
                          "supported; use the `^` or logical_xor() operator instead")
