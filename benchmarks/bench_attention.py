@@ -9,20 +9,21 @@ reports their median; the parent alternates the sides (tinyattn, torch, then tor
 the two medians. Before timing, one round saves both sides' outputs and gradients and the
 parent checks that they agree.
 
-Allocator. Each call returns fresh output arrays (out, lse, dq, dk, dv: 0.5–2 MB each at these
-shapes). With glibc's default settings the heap top is given back to the OS between calls, so a
-numpy-based kernel faults its outputs in again on every call (about 0.6 ms of tinyattn's 1.6 ms at
-T = 64, on 2026-11-26); torch's timings do not move with the setting. Every child therefore first
-applies the allocator setting of tinyattn's training entry points (``tinyattn run``,
-``tinyattn train``: :func:`tinyattn.memory.keep_freed_memory`), torch's side too;
-``--glibc-defaults`` measures without it.
+Allocator. Each call returns fresh output arrays (out, lse, dq, dk, dv: 0.5–8 MB each at
+these shapes). With glibc's default settings the heap top is given back to the OS between
+calls, so a numpy-based kernel faults its outputs in again on every call (0.66 ms of
+tinyattn's 1.72 ms at T = 64, on 2026-11-26); torch's timings do not move with the setting.
+Every child therefore first applies the allocator setting of tinyattn's training entry points
+(``tinyattn run``, ``tinyattn train``: :func:`tinyattn.memory.keep_freed_memory`), torch's
+side too; ``--glibc-defaults`` measures without it.
 
 Cases:
 
 * W2 (BENCHMARKS.md): ``scaled_dot_product_attention(q, k, v, is_causal=True)`` then
   ``.backward(g)`` against ``attention_forward`` then ``attention_backward`` (causal), at
-  (B, H, T, d_head) = (8, 8, 64, 32), (8, 8, 256, 64), (4, 8, 1024, 64). The unfused numpy
-  twins (which materialise the ``(T, S)`` weights) are timed as a third side.
+  (B, H, T, d_head) = (8, 8, 64, 32), (8, 8, 128, 64), (8, 8, 256, 64), (4, 8, 1024, 64).
+  The unfused numpy twins (which materialise the ``(T, S)`` weights) are timed as a third
+  side.
 * Sliding windows: the fused kernel with ``window_size`` w (causal: query i sees keys
   i − w < j <= i) at T = 1024 and 2048; torch has no window argument, so its side is the same
   band given as a boolean ``attn_mask`` (it then computes every (T, S) block). The kernel's time
