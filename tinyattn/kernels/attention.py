@@ -416,8 +416,11 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
     st = np.empty((block_k, block_q), q.dtype)  # scores, then weights p: (keys, queries)
     dpt = np.empty((block_k, block_q), q.dtype)  # dL/dp, then dL/ds: (keys, queries)
     p_kept = np.empty((block_k, block_q), q.dtype)  # p ⊙ z: (keys, queries)
-    z = np.empty((block_k, block_q), q.dtype)  # dropout factors z_ij: (keys, queries)
-    query_states = np.empty(width, np.uint64)  # of the head's queries, with dropout only
+    z = p_kept  # dropout factors z_ij: (keys, queries), with dropout only
+    query_states = np.empty(0, np.uint64)  # of the head's queries, with dropout only
+    if dropout_p > 0.0:
+        z = np.empty((block_k, block_q), q.dtype)
+        query_states = np.empty(width, np.uint64)
     for g in range(group):
         h = hk * group + g
         if dropout_p > 0.0:
