@@ -104,6 +104,7 @@ from .attention_reference import (  # noqa: F401  (the twins, also reachable fro
 from .counter_rng import fold_key, keep_threshold, kept
 from .exp import fast_exp
 from .parallel import parallel_kernel, run_task
+from .reductions import row_dot
 from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 
 # Queries per block (the contiguous, vectorised axis; a whole number of tiles) and keys per
@@ -427,17 +428,13 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
             _query_states(query_states, fold_key(fold_key(seed, b), h), _ZERO)
         q_head = _head(q, q_c0, b, h, d_head, n_heads, q_tokens)  # (T, D)
         dout_head = _head(dout, dout_c0, b, h, d_value, n_heads, dout_tokens)  # (T, Dv)
-        out_head = out[b, :, h]
         _transpose_into(q_t, q_head, n_queries, scale_t)
         _transpose_into(dout_t, dout_head, n_queries, dtype(1.0))
         _padded_rows(q_rows, q_head)  # (T, D) for the dk product
         _padded_rows(dout_rows, dout_head)  # (T, Dv) for the dv product
         dq_t[:] = 0.0
-        for i in range(n_queries):
-            total = 0.0
-            for e in range(d_value):
-                total += dout_head[i, e] * out_head[i, e]
-            delta[i] = total
+        for i in range(n_queries):  # δ from contiguous rows, summed in vector lanes
+            delta[i] = row_dot(dout_rows[i, :d_value], out[b, i, h])
             lse_safe[i] = lse[b, h, i] if lse[b, h, i] > -np.inf else np.inf
         for j0 in range(0, n_keys, block_k):
             nk = min(block_k, n_keys - j0)
