@@ -97,16 +97,23 @@ for step in tqdm(range(3), file=sys.stderr, mininterval=0, ascii=True, desc="bar
 """
 
 
-def _child(code: str, cache_dir: str, **env: str) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter with numba's cache in ``cache_dir``."""
+def _python(args: list[str], cache_dir: str | Path, cwd: Path | None = None,
+            **env: str) -> subprocess.CompletedProcess:
+    """``python ARGS`` in a fresh interpreter with numba's cache in ``cache_dir`` (and this
+    checkout first on the path), which must succeed."""
     environment = {k: v for k, v in os.environ.items() if k != QUIET_VARIABLE}
-    environment.update(NUMBA_CACHE_DIR=cache_dir, **env)
+    environment.update(NUMBA_CACHE_DIR=str(cache_dir), **env)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
                                                               environment.get("PYTHONPATH")]))
-    result = subprocess.run([sys.executable, "-c", code], env=environment, capture_output=True,
-                            text=True, timeout=300, check=False)
+    result = subprocess.run([sys.executable, *args], env=environment, cwd=cwd,
+                            capture_output=True, text=True, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
     return result
+
+
+def _child(code: str, cache_dir: str, **env: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter with numba's cache in ``cache_dir``."""
+    return _python(["-c", code], cache_dir, **env)
 
 
 def test_compile_line_once_when_compiling_none_when_cached_or_quiet(tmp_path):
@@ -167,14 +174,7 @@ print(loss.item())
 def _command(args: list[str], cache_dir: Path, cwd: Path) -> str:
     """``python -m tinyattn ARGS`` in a fresh process with numba's cache in ``cache_dir``;
     its stderr."""
-    environment = {k: v for k, v in os.environ.items() if k != QUIET_VARIABLE}
-    environment.update(NUMBA_CACHE_DIR=str(cache_dir))
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
-                                                              environment.get("PYTHONPATH")]))
-    result = subprocess.run([sys.executable, "-m", "tinyattn", *args], env=environment, cwd=cwd,
-                            capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stderr
+    return _python(["-m", "tinyattn", *args], cache_dir, cwd).stderr
 
 
 def test_a_second_command_loads_what_the_first_compiled(tmp_path):
