@@ -42,7 +42,8 @@ def test_data_parallel_without_gpus_runs_the_module_as_pytorch_does():
     ours.load_state_dict(theirs.state_dict())
     x = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_allclose(ours(ta.tensor(x)).detach().numpy(),
-                               theirs(torch.tensor(x)).detach().numpy(), rtol=1e-6)
+                               theirs(torch.tensor(x)).detach().numpy(), rtol=1e-6,
+                               atol=1e-6)
     with pytest.raises(RuntimeError, match="device_ids=\\[0\\] names GPUs"):
         nn.DataParallel(nn.Linear(3, 2), device_ids=[0])
 

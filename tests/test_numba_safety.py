@@ -1,7 +1,7 @@
 """Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, the
-serial and parallel compilations of one kernel kept apart in numba's on-disk cache, task
-functions called by address (right types or a compile error, errors propagated), and tinyattn
-called from two Python threads at once.
+serial and parallel drivers of :func:`~tinyattn.kernels.parallel.run_tasks` compiled and
+cached apart, task functions called by address (right types or a compile error, errors
+propagated), and tinyattn called from two Python threads at once.
 
 Each check runs in a fresh interpreter: the numba environment variables are read when numba
 is imported, and a crash (an out-of-bounds abort, a threading-layer abort) must fail the test
@@ -21,14 +21,13 @@ from pathlib import Path
 import numba
 import numpy as np
 import pytest
-from numba import njit, prange
+from numba import njit
 
 from tinyattn.kernels.parallel import (
     ELEMENTS_PER_CHUNK,
     chunk_bounds,
     element_chunks,
-    parallel_kernel,
-    run_task,
+    run_tasks,
 )
 
 TESTS_DIR = Path(__file__).resolve().parent
@@ -267,11 +266,10 @@ def test_two_python_threads_running_a_model_do_not_abort_and_match_one_thread(la
                         "layer workqueue locked True")
 
 
-@parallel_kernel
-def _thread_of_each_row(threads):
-    """Record which numba thread ran each row."""
-    for i in prange(threads.shape[0]):
-        threads[i] = numba.get_thread_id()
+@njit(cache=True)
+def _thread_of_row(threads, row):
+    """Record which numba thread ran the task ``row``."""
+    threads[row] = numba.get_thread_id()
 
 
 @njit(cache=True)
@@ -291,46 +289,40 @@ def _write_past_the_last_row(x, out, row):
     out[row + x.shape[0], 0] = 1.0
 
 
-@parallel_kernel(task=_square_row)
-def _rows_by_task(task, x, out):
-    for row in prange(x.shape[0]):
-        run_task(task, x, out, np.int64(row))
-
-
-@parallel_kernel(task=_square_row)
-def _rows_by_a_call_missing_out(task, x, out):
-    for row in prange(x.shape[0]):
-        run_task(task, x, np.int64(row))
-
-
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("parallel", [False, True])
-def test_a_task_function_runs_once_per_task_and_can_be_chosen_per_call(dtype, parallel):
+def test_run_tasks_runs_each_task_once_with_any_task_function(dtype, parallel):
     x = np.random.default_rng(3).standard_normal((37, 5)).astype(dtype)
     out = np.full_like(x, np.nan)
-    _rows_by_task(x, out, parallel=parallel)
+    run_tasks(_square_row, x.shape[0], x, out, parallel=parallel)
     np.testing.assert_array_equal(out, x * x)
     out = np.full_like(x, np.nan)
-    _rows_by_task(x, out, task=_negate_row, parallel=parallel)
+    run_tasks(_negate_row, x.shape[0], x, out, parallel=parallel)
     np.testing.assert_array_equal(out, -x)
+    out = np.full_like(x, np.nan)
+    run_tasks(_square_row, 3, x, out, parallel=parallel)  # the first three tasks, no more
+    np.testing.assert_array_equal(out[:3], x[:3] ** 2)
+    assert np.isnan(out[3:]).all()
 
 
-def test_a_call_that_does_not_fit_its_task_function_fails_to_compile_instead_of_crashing():
+def test_arguments_that_do_not_fit_the_task_function_fail_to_compile_instead_of_crashing():
     x = np.ones((3, 2))
-    with pytest.raises(numba.core.errors.TypingError, match="run_task|_run_task"):
-        _rows_by_a_call_missing_out(x, np.empty_like(x), parallel=False)
+    with pytest.raises(TypeError, match="2 argument types given, but function takes 3"):
+        run_tasks(_square_row, 3, x, parallel=False)  # out is missing
+    with pytest.raises(numba.core.errors.TypingError):
+        run_tasks(_square_row, 3, x, 1.5, parallel=True)  # out is not an array
 
 
 def test_an_error_raised_in_a_task_function_reaches_the_caller():
     x = np.ones((3, 2))
     with pytest.raises(IndexError):
-        _rows_by_task(x, np.empty_like(x), task=_write_past_the_last_row, parallel=False)
+        run_tasks(_write_past_the_last_row, 3, x, np.empty_like(x), parallel=False)
     # numba reports an error raised inside a parallel loop as a SystemError
     with pytest.raises((IndexError, SystemError)):
-        _rows_by_task(x, np.empty_like(x), task=_write_past_the_last_row, parallel=True)
+        run_tasks(_write_past_the_last_row, 3, x, np.empty_like(x), parallel=True)
 
 
-@pytest.mark.parametrize("size", [1, 5, 16384, 16385, 100_000])
+@pytest.mark.parametrize("size", [1, 5, 16384, 16385, 32769, 100_000])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_element_chunks_tile_the_range_exactly(size, parallel):
     n_chunks = element_chunks(size, parallel)
@@ -339,64 +331,59 @@ def test_element_chunks_tile_the_range_exactly(size, parallel):
     assert all(stop == next_start for (_, stop), (next_start, _) in zip(bounds, bounds[1:]))
     lengths = [stop - start for start, stop in bounds]
     assert max(lengths) - min(lengths) <= 1
-    if parallel:
-        assert n_chunks == -(-size // ELEMENTS_PER_CHUNK) and max(lengths) <= ELEMENTS_PER_CHUNK
+    if parallel:  # as few chunks as fit, the same number for every thread
+        threads = numba.config.NUMBA_NUM_THREADS
+        assert max(lengths) <= ELEMENTS_PER_CHUNK and min(lengths) >= 1
+        assert n_chunks % threads == 0 or n_chunks == size < threads
+        assert n_chunks == size or n_chunks - threads < -(-size // ELEMENTS_PER_CHUNK)
     else:
         assert n_chunks == 1
 
 
-def run_both_compilations() -> None:
-    """Run the serial and the parallel compilation of a probe kernel and of a softmax kernel.
-
-    Prints one JSON object per compilation: the numba threads that ran the probe's rows,
-    whether the softmax matched its numpy twin, and the cache hits and misses of the two
-    dispatchers (a hit: loaded from numba's on-disk cache instead of compiled).
-    """
-    from tinyattn.kernels import softmax
+def run_both_drivers() -> None:
+    """Run a probe task and softmax's row task serially and in parallel, and print one JSON
+    object: per path, the numba threads that ran the probe's tasks and whether the results
+    match; and the cache hits and misses of the drivers, the probe task and the softmax task (a
+    hit: loaded from numba's on-disk cache instead of compiled)."""
+    from tinyattn.kernels import parallel, softmax
 
     numba.set_num_threads(2)  # starts the pool, which get_thread_id needs even serially
     x = np.random.default_rng(0).standard_normal((64, 33))
     report = {}
-    for variant in ("serial", "parallel"):
+    for path in ("serial", "parallel"):
         threads = np.full(64, -1, dtype=np.int64)
-        _thread_of_each_row(threads, parallel=variant == "parallel")
+        run_tasks(_thread_of_row, 64, threads, parallel=path == "parallel")
         y = np.empty_like(x)
-        softmax._softmax_forward_kernel(x, y, parallel=variant == "parallel")
-        squares = np.empty_like(x)
-        _rows_by_task(x, squares, parallel=variant == "parallel")
-        dispatchers = (getattr(_thread_of_each_row, variant),
-                       getattr(softmax._softmax_forward_kernel, variant),
-                       getattr(_rows_by_task, variant))
-        report[variant] = {
+        run_tasks(softmax._softmax_forward_chunk, 2, x, y, 2, parallel=path == "parallel")
+        report[path] = {
             "threads": sorted(set(threads.tolist())),
             "softmax_matches": bool(np.allclose(y, softmax.softmax_forward_numpy(x),
                                                 rtol=1e-12, atol=1e-14)),
-            "task_matches": bool(np.array_equal(squares, x * x)),
-            "hits": sum(sum(d.stats.cache_hits.values()) for d in dispatchers),
-            "misses": sum(sum(d.stats.cache_misses.values()) for d in dispatchers),
         }
+    dispatchers = (parallel._serial_driver, parallel._parallel_driver, _thread_of_row,
+                   softmax._softmax_forward_chunk)
+    report["hits"] = sum(sum(d.stats.cache_hits.values()) for d in dispatchers)
+    report["misses"] = sum(sum(d.stats.cache_misses.values()) for d in dispatchers)
     print(json.dumps(report))
 
 
-def test_serial_and_parallel_compilations_stay_apart_in_the_on_disk_cache(tmp_path):
-    """numba files cached code under a function's qualified name and line, not its flags: if
-    the two compilations of one body shared that name, one would load the other's code (a
-    "parallel" kernel running on one thread). A cold run compiles and saves both, a warm run
-    must load both from the cache and still run the parallel one on two threads."""
+def test_the_parallel_driver_runs_on_every_thread_when_compiled_and_when_cached(tmp_path):
+    """The serial and the parallel driver are two functions, cached apart: a warm run loads
+    both (and the tasks) from numba's cache, and the parallel one still spreads the tasks over
+    two threads while the serial one runs them all on the calling thread."""
     env = {"NUMBA_CACHE_DIR": str(tmp_path), "NUMBA_NUM_THREADS": "2",
-           "NUMBA_THREADING_LAYER": "workqueue"}  # static scheduling: each thread gets rows
-    code = "import test_numba_safety as t; t.run_both_compilations()"
+           "NUMBA_THREADING_LAYER": "workqueue"}  # static scheduling: each thread gets tasks
+    code = "import test_numba_safety as t; t.run_both_drivers()"
     for run, counter in (("cold", "misses"), ("warm", "hits")):
         result = _run_child(code, env)
         assert result.returncode == 0, result.stderr[-4000:]
         report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["serial"]["threads"] == [0], (run, report)
-        assert len(report["parallel"]["threads"]) == 2, (run, report)
-        for variant in ("serial", "parallel"):
-            assert report[variant]["softmax_matches"], (run, variant)
-            assert report[variant]["task_matches"], (run, variant)
-            assert report[variant][counter] == 3, (run, variant, report)  # every dispatcher
-            assert report[variant]["hits" if run == "cold" else "misses"] == 0, (run, report)
+        assert report["parallel"]["threads"] == [0, 1], (run, report)
+        for path in ("serial", "parallel"):
+            assert report[path]["softmax_matches"], (run, path)
+        assert report[counter] == 4, (run, report)  # every dispatcher, once
+        assert report["hits" if run == "cold" else "misses"] == 0, (run, report)
 
 
 def _parallel_wrapper_calls() -> list:

@@ -18,20 +18,18 @@ import tinyattn.kernels
 from tinyattn import warmup as warmup_module
 from tinyattn.cli import build_parser, main
 from tinyattn.kernels.compile_notice import QUIET_VARIABLE, notice
-from tinyattn.kernels.dropout import _dropout_kernel
-from tinyattn.kernels.parallel import ParallelKernel
 from tinyattn.warmup import FAMILIES, HELPER_MODULES, warmup
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _modules_with_kernels() -> set[str]:
-    """The modules of tinyattn.kernels that define a jitted function or a ParallelKernel."""
+    """The modules of tinyattn.kernels that define a jitted function."""
     found = set()
     for info in pkgutil.iter_modules(tinyattn.kernels.__path__):
         module = importlib.import_module(f"tinyattn.kernels.{info.name}")
         for value in vars(module).values():
-            if (isinstance(value, (CPUDispatcher, ParallelKernel))
+            if (isinstance(value, CPUDispatcher)
                     and getattr(value, "__module__", module.__name__) == module.__name__):
                 found.add(info.name)
     return found
@@ -43,7 +41,7 @@ def test_every_module_with_kernels_is_a_family_or_a_helper():
     assert families | helpers == _modules_with_kernels()
 
 
-def test_warmup_compiles_both_variants_and_reports_each_step():
+def test_warmup_reports_each_step():
     stream = io.StringIO()
     report = warmup(["float32"], families=["dropout"], stream=stream)
     assert [(family, dtype) for family, dtype, _ in report.steps] == [("dropout", "float32")]
@@ -51,8 +49,6 @@ def test_warmup_compiles_both_variants_and_reports_each_step():
     assert "[########################] 1/1 float32 dropout" in stream.getvalue()
     assert "kernel families for float32" in str(report)
     assert printed_number(str(report), "tinyattn warmup:") == 1  # "1 kernel families", not 11
-    for variant in (_dropout_kernel.serial, _dropout_kernel.parallel):
-        assert any(signature[0].dtype.name == "float32" for signature in variant.signatures)
 
 
 def test_warmup_rejects_unknown_families_and_dtypes():
@@ -114,6 +110,38 @@ def _python(args: list[str], cache_dir: str | Path, cwd: Path | None = None,
 def _child(code: str, cache_dir: str, **env: str) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with numba's cache in ``cache_dir``."""
     return _python(["-c", code], cache_dir, **env)
+
+
+_DROPOUT_BOTH_PATHS = """
+from numba.core import event
+import numpy as np
+from tinyattn.kernels.dropout import dropout_apply
+
+compiled = []
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Count())
+for size in (3, 1 << 20):  # the serial path, then the parallel one
+    dropout_apply(np.ones(size, np.float32), seed=1, p=0.5)
+print(len(compiled), sorted(set(compiled)))
+"""
+
+
+def test_after_warmup_a_family_compiles_nothing_on_its_serial_or_parallel_path(tmp_path):
+    """warmup runs dropout on 3 elements only (the serial path); the parallel path of a large
+    input must then compile nothing either. Without warmup, both paths compile."""
+    cold = _child(_DROPOUT_BOTH_PATHS, str(tmp_path / "cold"))
+    assert "_parallel_driver" in cold.stdout and "_dropout_chunk" in cold.stdout, cold.stdout
+    warmed = str(tmp_path / "warmed")
+    _child("from tinyattn.warmup import warmup; warmup(['float32'], families=['dropout'])",
+           warmed)
+    assert _child(_DROPOUT_BOTH_PATHS, warmed).stdout.strip() == "0 []"
 
 
 def test_compile_line_once_when_compiling_none_when_cached_or_quiet(tmp_path):

@@ -4,10 +4,10 @@ numba compiles a kernel on its first call for new argument types and keeps the m
 its on-disk cache; a later process loads it in milliseconds. The first training step on an
 empty cache therefore waits for every kernel the step uses to compile. :func:`warmup` does
 that work ahead: it calls each family of kernels (one module of :mod:`tinyattn.kernels`) on
-tiny inputs of the chosen dtypes, which compiles them or loads them from the cache, and then
-compiles the other variant (serial or parallel) of every
-:class:`~tinyattn.kernels.parallel.ParallelKernel` for the same argument types, since which one
-runs depends on the size of the input.
+tiny inputs of the chosen dtypes, which compiles them or loads them from the cache. It also
+compiles both drivers of :func:`~tinyattn.kernels.parallel.run_tasks`, serial and parallel:
+which one a kernel takes depends on the size of its input, and the rest of what it compiles
+(its task functions, their launcher and adapter) serves both.
 
 The kernels of ``exp``, ``parallel``, ``reductions`` and ``simd`` are helpers, compiled into the
 kernels that call them (:data:`HELPER_MODULES`).
@@ -15,7 +15,6 @@ kernels that call them (:data:`HELPER_MODULES`).
 
 from __future__ import annotations
 
-import importlib
 import sys
 import time
 from collections.abc import Callable, Iterable
@@ -135,20 +134,6 @@ FAMILIES: dict[str, Callable[[np.dtype], None]] = {
 }
 
 
-def _other_variants(module_name: str) -> None:
-    """Compile each ParallelKernel of the module in the variant not yet compiled for the
-    argument types the other one was compiled for."""
-    from .kernels.parallel import ParallelKernel
-
-    module = importlib.import_module(f"tinyattn.kernels.{module_name}")
-    for kernel in vars(module).values():
-        if isinstance(kernel, ParallelKernel):
-            for source, target in ((kernel.serial, kernel.parallel),
-                                   (kernel.parallel, kernel.serial)):
-                for signature in list(source.signatures):
-                    target.compile(signature)
-
-
 @dataclass
 class WarmupReport:
     """What :func:`warmup` did: ``(family, dtype, seconds)`` per step, and the total time."""
@@ -197,6 +182,7 @@ def warmup(dtypes: Iterable[str] = ("float32", "float64"),
         The families and dtypes done, with the time each took and the total.
     """
     from .kernels.compile_notice import silenced
+    from .kernels.parallel import compile_drivers
 
     dtypes = [np.dtype(name) for name in dtypes]
     names = list(FAMILIES) if families is None else list(families)
@@ -212,6 +198,7 @@ def warmup(dtypes: Iterable[str] = ("float32", "float64"),
     report = WarmupReport()
     start = time.perf_counter()
     with silenced():
+        compile_drivers()
         for dtype in dtypes:
             for name in names:
                 label = f"{dtype} {name}"
@@ -220,7 +207,6 @@ def warmup(dtypes: Iterable[str] = ("float32", "float64"),
                           file=stream, flush=True)
                 step_start = time.perf_counter()
                 FAMILIES[name](dtype)
-                _other_variants(name)
                 report.steps.append((name, str(dtype), time.perf_counter() - step_start))
                 line = f"{_bar(len(report.steps), total, label)} {report.steps[-1][2]:.1f} s"
                 print(f"\r{line}\x1b[K" if redraw else line, end="" if redraw else "\n",

@@ -389,29 +389,19 @@ def test_results_are_bitwise_identical_across_runs_and_thread_counts():
 
 
 @pytest.mark.parametrize("dropout_p", [0.0, 0.3])
-def test_serial_and_parallel_paths_agree_bitwise(dropout_p):
+def test_serial_and_parallel_paths_agree_bitwise(dropout_p, monkeypatch):
     q, k, v, dout = _inputs(2, 4, 40, 33, 8, 5, np.float32, Hkv=2)
     bias = np.random.default_rng(8).standard_normal((2, 1, 40, 33)).astype(np.float32)
     options = dict(bias=bias, is_causal=True, dropout_p=dropout_p, seed=4, window_size=9)
-    out, lse = attention_forward(q, k, v, **options)
-    ((q_rows, q_c0, q_tokens), (k_rows, v_rows, k_c0, v_c0, kv_tokens)), kernel_options = \
-        attention._kernel_options("test", q, k, v, **options, scale=None)
-    inputs = (q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens, kv_tokens)
-    shapes = (np.int64(q.shape[3]), np.int64(k.shape[1]))  # D, Hkv
-    out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # the kernels write (B, T, H, ·)
+    choose = attention._parallel
+    assert not choose(1, 2**30) and not choose(64, 1000) and choose(64, 64 * 64 * 64 * 64)
     results = []
     for parallel in (False, True):
-        forward = np.empty_like(out), np.empty_like(lse)
-        attention._attention_forward_kernel(*inputs, *shapes, *kernel_options, *forward,
-                                            parallel=parallel)
-        grads = tuple(np.empty(x.transpose(0, 2, 1, 3).shape, x.dtype) for x in (q, k, v))
-        attention._attention_backward_kernel(*inputs, out, lse, *attention._laid_out(dout),
-                                             *kernel_options, *grads, parallel=parallel)
-        results.append((*forward, *grads))
+        monkeypatch.setattr(attention, "_parallel", lambda n_tasks, work, chosen=parallel: chosen)
+        out, lse = attention_forward(q, k, v, **options)
+        results.append((out, lse, *attention_backward(q, k, v, out, lse, dout, **options)))
     for serial, threaded in zip(*results, strict=True):
         np.testing.assert_array_equal(serial, threaded)
-    assert not attention._parallel(1, 2**30) and not attention._parallel(64, 1000)
-    assert attention._parallel(64, 64 * 64 * 64 * 64)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

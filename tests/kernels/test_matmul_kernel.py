@@ -209,19 +209,25 @@ def test_parallel_launches_run_inside_the_kernel_section(monkeypatch):
         def __exit__(self, *exc):
             events.append("exit")
 
-    def recorded(name, kernel):
+    def recorded(run_tasks):
+        def run(task, *args, **options):
+            events.append(task.py_func.__name__)
+            return run_tasks(task, *args, **options)
+        return run
+
+    def recorded_small(kernel):
         def run(*args):
-            events.append(name)
+            events.append("_gemm_small")
             return kernel(*args)
         return run
 
     monkeypatch.setattr(matmul_module, "kernel_section", Section())
-    for name in ("_pack", "_gemm", "_gemm_small"):
-        monkeypatch.setattr(matmul_module, name, recorded(name, getattr(matmul_module, name)))
+    monkeypatch.setattr(matmul_module, "run_tasks", recorded(matmul_module.run_tasks))
+    monkeypatch.setattr(matmul_module, "_gemm_small", recorded_small(matmul_module._gemm_small))
     rng = np.random.default_rng(9)
     a, b_t = random(rng, (64, 70), np.float64), random(rng, (50, 70), np.float64)
     assert_matches_numpy(a, b_t.T)
-    assert events == ["enter", "_pack", "_gemm", "exit"]
+    assert events == ["enter", "_pack_panel", "_gemm_block", "exit"]
     events.clear()
     assert_matches_numpy(a[:2, :3], b_t[:3, :3].T)
     assert events == ["enter", "_gemm_small", "exit"]

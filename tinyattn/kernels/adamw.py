@@ -24,10 +24,11 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from . import FLOAT_DTYPES
-from .parallel import parallel_kernel
+from .compiled_only import compiled_only
+from .parallel import chunk_of, element_chunks, run_tasks
 
 # Parameters with fewer elements than this are updated serially.
 _PARALLEL_MIN_SIZE = 8192
@@ -50,11 +51,13 @@ def _adam_update(p, g, m, v, coeffs, lerp_from_start):
     return p, m, v
 
 
-@parallel_kernel
-def _adam_kernel(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start):
-    for i in prange(param.size):
-        param[i], exp_avg[i], exp_avg_sq[i] = _adam_update(
-            param[i], grad[i], exp_avg[i], exp_avg_sq[i], coeffs, lerp_from_start)
+@compiled_only(error_model="numpy")
+def _adam_chunk(param, grad, exp_avg, exp_avg_sq, coeffs, lerp_from_start, n_chunks, chunk):
+    """Chunk ``chunk`` of the elements (of ``n_chunks`` near-equal chunks), updated in place."""
+    p, g = chunk_of(param, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
+    m, v = chunk_of(exp_avg, n_chunks, chunk), chunk_of(exp_avg_sq, n_chunks, chunk)
+    for i in range(p.size):
+        p[i], m[i], v[i] = _adam_update(p[i], g[i], m[i], v[i], coeffs, lerp_from_start)
 
 
 def _step_scalars(step: int, lr: float, beta1: float, beta2: float, weight_decay: float,
@@ -120,9 +123,11 @@ def adamw_step(
         coeffs = (dtype(decay), dtype(coupled_wd), dtype(avg_weight),
                   dtype(1.0) - dtype(avg_weight), dtype(beta2), dtype(1.0 - beta2),
                   dtype(neg_step_size), dtype(bias_correction2_sqrt), dtype(eps))
-        _adam_kernel(param.reshape(-1), np.ascontiguousarray(grad).reshape(-1),
-                     exp_avg.reshape(-1), exp_avg_sq.reshape(-1), coeffs, lerp_from_start,
-                     parallel=param.size >= _PARALLEL_MIN_SIZE)
+        parallel = param.size >= _PARALLEL_MIN_SIZE
+        n_chunks = element_chunks(param.size, parallel)
+        run_tasks(_adam_chunk, n_chunks, param.reshape(-1), np.ascontiguousarray(grad).reshape(-1),
+                  exp_avg.reshape(-1), exp_avg_sq.reshape(-1), coeffs, lerp_from_start, n_chunks,
+                  parallel=parallel)
 
 
 def adamw_step_numpy(

@@ -67,7 +67,7 @@ for ``out`` and the output projection's input). A token-major head's rows are ``
 they are read as scalars or copied into the blocks, so only the tile products' C-contiguous
 operands are ever loaded as vectors.
 
-Parallelism. The forward runs ``prange`` over (batch, query head, query block) tasks, the
+Parallelism. The forward runs (batch, query head, query block) tasks, the
 backward over (batch, key/value head) tasks, each of which loops over its group's query heads
 in order and adds their ``dk``, ``dv`` in that order; a task also computes the ``dq`` of its
 query heads whole. No two tasks write the same output, so results are bitwise identical run
@@ -76,10 +76,9 @@ are threads (one sequence with multi-query attention), some threads idle. Below
 ``_PARALLEL_MIN_WORK`` multiply-adds the tasks run serially: waking the thread pool then
 costs more than the work.
 
-Compile cost. The two kernels are :class:`~.parallel.ParallelKernel` s: a run compiles only
-the variant (serial or parallel) it takes, and the per-task functions (:func:`_forward_block`,
-:func:`_backward_kv_head`) are their task functions, compiled once on their own and called by
-address from the ``prange`` loop (linked into it, they would be compiled four times more).
+Compile cost. The per-task functions (:func:`_forward_block`, :func:`_backward_kv_head`) are
+task functions of :func:`~.parallel.run_tasks`: each is compiled once, on its own, and called by
+address from the loop shared by every kernel, serial or parallel.
 The ``a`` operands of the tile products are the strided heads of ``k`` and ``v`` and blocks of
 weights; the blocks are passed as ``[:nk, ::1]`` views, which numba types as strided like the
 heads, so that the tile product is compiled for one layout of ``a``, not two.
@@ -95,15 +94,15 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
 
 from .attention_reference import (  # noqa: F401  (the twins, also reachable from here)
     attention_backward_numpy,
     attention_forward_numpy,
 )
+from .compiled_only import compiled_only
 from .counter_rng import fold_key, keep_threshold, kept
 from .exp import fast_exp
-from .parallel import parallel_kernel, run_task
+from .parallel import run_tasks
 from .reductions import row_dot
 from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 
@@ -119,13 +118,13 @@ _ZERO = np.int64(0)
 _TRUE, _FALSE = np.bool_(True), np.bool_(False)
 
 
-@njit(cache=True)
+@compiled_only
 def _round_up(n, step):
     """``n`` rounded up to a multiple of ``step``."""
     return -(-n // step) * step
 
 
-@njit(cache=True)
+@compiled_only
 def _head(x, c0, b, h, width, n_heads, token_major):
     """Head ``h`` of batch ``b`` as a ``(T, width)`` view (typed strided either way: one
     compile): of the token rows ``x (B, T, ·)`` starting at column ``c0`` when
@@ -135,7 +134,7 @@ def _head(x, c0, b, h, width, n_heads, token_major):
     return x[b * n_heads + h]
 
 
-@njit(cache=True)
+@compiled_only
 def _transpose_into(dst, src, n, scale):
     """``dst[d, x] = scale · src[x, d]`` for ``x < n``; the columns of ``dst`` past ``n`` are 0."""
     for x in range(n):
@@ -144,7 +143,7 @@ def _transpose_into(dst, src, n, scale):
     dst[:, n:] = 0.0
 
 
-@njit(cache=True)
+@compiled_only
 def _padded_rows(dst, x):
     """``dst[i, :C] = x[i]`` for the rows of ``x (N, C)``; the columns of ``dst`` past ``C`` are 0
     (``dst`` is a C-contiguous ``(N, ≥ C)`` operand of the tile product; ``x`` may be strided)."""
@@ -154,7 +153,7 @@ def _padded_rows(dst, x):
     dst[:, x.shape[1]:] = 0.0
 
 
-@njit(cache=True)
+@compiled_only
 def _band_columns(j, query0, band_lo, band_hi, width):
     """Columns ``[first, stop)`` of a row of width ``width`` whose queries see key ``j``.
 
@@ -168,7 +167,7 @@ def _band_columns(j, query0, band_lo, band_hi, width):
     return first, stop
 
 
-@njit(cache=True)
+@compiled_only
 def _scores_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, query0, band_lo,
                     band_hi, tile_cols):
     """``c[r, c_col0 + x] = Σ_{t < n_inner} a[r, t] · b[t, b_col0 + x]``, tile by tile.
@@ -184,7 +183,7 @@ def _scores_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, quer
                 tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, _ZERO, n_inner, _FALSE)
 
 
-@njit(cache=True)
+@compiled_only
 def _over_queries_product(c, c_row0, n_rows, n_cols, a, b, n_inner, key0, query0, band_lo,
                           band_hi, tile_cols):
     """``c[c_row0 + r, x] += Σ_t a[r, t] · b[t, x]`` where row ``r`` is key ``key0 + r`` and
@@ -199,7 +198,7 @@ def _over_queries_product(c, c_row0, n_rows, n_cols, a, b, n_inner, key0, query0
                 tile_product(a, r, b, x, c, c_row0 + r, x, t0, t1, _TRUE)
 
 
-@njit(cache=True)
+@compiled_only
 def _over_keys_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, query0, band_lo,
                        band_hi, tile_cols):
     """``c[r, c_col0 + x] += Σ_t a[r, t] · b[t, b_col0 + x]`` where column ``x`` is query
@@ -214,7 +213,7 @@ def _over_keys_product(c, c_col0, n_rows, n_cols, a, b, b_col0, n_inner, key0, q
                 tile_product(a, r, b, b_col0 + x, c, r, c_col0 + x, t0, t1, _TRUE)
 
 
-@njit(cache=True)
+@compiled_only
 def _add_bias(st, nk, c0, c1, nq, bias, b, h, i0, j0, band_lo, band_hi):
     """Add the bias to the scores ``st[:nk, c0:c1]`` inside the band.
 
@@ -234,14 +233,14 @@ def _add_bias(st, nk, c0, c1, nq, bias, b, h, i0, j0, band_lo, band_hi):
             row[x] += bias_col[(query0 + x) * query_step]
 
 
-@njit(cache=True)
+@compiled_only
 def _query_states(states, head_state, query0):
     """``states[x]``: the counter state of query ``query0 + x`` of a head (its key folded in)."""
     for x in range(states.size):
         states[x] = fold_key(head_state, query0 + x)
 
 
-@njit(cache=True)
+@compiled_only
 def _dropout_factors(z, c0, n_cols, query_states, threshold, keep_scale, j0, nk, query0,
                      band_lo, band_hi):
     """``z[jj, c0 + x] = z_ij`` for key ``j = j0 + jj`` and query ``i = query0 + x``,
@@ -261,7 +260,7 @@ def _dropout_factors(z, c0, n_cols, query_states, threshold, keep_scale, j0, nk,
             row[x] = keep_scale if kept(fold_key(states[x], j), threshold) else 0.0
 
 
-@njit(cache=True)
+@compiled_only
 def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_heads, bias,
                    has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q, block_k,
                    tile_cols, out, lse, task):
@@ -371,18 +370,7 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
             lse[b, h, i] = -np.inf
 
 
-@parallel_kernel(task=_forward_block)
-def _attention_forward_kernel(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head,
-                              n_kv_heads, bias, has_bias, band_lo, band_hi, scale, dropout_p,
-                              seed, block_q, block_k, tile_cols, out, lse):
-    n_tasks = out.shape[0] * out.shape[2] * -(-out.shape[1] // block_q)
-    for index in prange(n_tasks):
-        run_task(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_heads, bias,
-                 has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q, block_k,
-                 tile_cols, out, lse, np.int64(index))
-
-
-@njit(cache=True)
+@compiled_only
 def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, dout, dout_c0,
                       dout_tokens, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
                       block_q, block_k, tile_cols, dq, dk, dv, task):
@@ -491,16 +479,6 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
             dk[b, j, hk, d] = scale_t * dk_acc[j, d]
         for e in range(d_value):
             dv[b, j, hk, e] = dv_acc[j, e]
-
-
-@parallel_kernel(task=_backward_kv_head)
-def _attention_backward_kernel(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse,
-                               dout, dout_c0, dout_tokens, bias, has_bias, band_lo, band_hi,
-                               scale, dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv):
-    for index in prange(dk.shape[0] * dk.shape[2]):
-        run_task(task, q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, dout, dout_c0,
-                 dout_tokens, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed, block_q,
-                 block_k, tile_cols, dq, dk, dv, np.int64(index))
 
 
 def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:
@@ -650,8 +628,8 @@ def attention_forward(
     lse = np.empty((B, H, T), q.dtype)
     n_tasks = B * H * -(-T // _BLOCK_Q)
     parallel = _parallel(n_tasks, B * H * T * S * (D + Dv))
-    _attention_forward_kernel(q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens, kv_tokens,
-                              np.int64(D), np.int64(Hkv), *options, out, lse, parallel=parallel)
+    run_tasks(_forward_block, n_tasks, q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens,
+              kv_tokens, np.int64(D), np.int64(Hkv), *options, out, lse, parallel=parallel)
     return out.transpose(0, 2, 1, 3), lse
 
 
@@ -692,7 +670,7 @@ def attention_backward(
     dq, dk, dv = (np.empty((B, n, h, d), q.dtype) for n, h, d in ((T, H, D), (S, Hkv, D),
                                                                   (S, Hkv, Dv)))
     parallel = _parallel(B * Hkv, B * H * T * S * (D + Dv))
-    _attention_backward_kernel(q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens, kv_tokens,
-                               out, lse, dout_rows, dout_c0, dout_tokens, *options, dq, dk, dv,
-                               parallel=parallel)
+    run_tasks(_backward_kv_head, B * Hkv, q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens,
+              kv_tokens, out, lse, dout_rows, dout_c0, dout_tokens, *options, dq, dk, dv,
+              parallel=parallel)
     return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))

@@ -19,17 +19,17 @@ Examples
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from . import FLOAT_DTYPES
-from .parallel import chunk_bounds, parallel_kernel, run_task
+from .compiled_only import compiled_only
+from .parallel import chunk_bounds, run_tasks
 from .simd import prefer_full_width
 
 _MAX_CHUNKS = 16  # more than a laptop's threads, for load balance
 _PARALLEL_MIN_ELEMENTS = 1 << 15
 
 
-@njit(cache=True)
+@compiled_only
 def _chunk_sum(x, n_chunks, parts, chunk):
     """``parts[chunk] = Σ x[i]`` over the rows ``i`` of chunk ``chunk``, in order."""
     prefer_full_width()
@@ -41,12 +41,6 @@ def _chunk_sum(x, n_chunks, parts, chunk):
             part[j] += row[j]
 
 
-@parallel_kernel(task=_chunk_sum)
-def _column_sums_kernel(task, x, n_chunks, parts):
-    for chunk in prange(n_chunks):
-        run_task(task, x, n_chunks, parts, np.int64(chunk))
-
-
 def column_sums(x: np.ndarray) -> np.ndarray:
     """``x.sum(axis=0)`` of a float matrix ``x (N, C)``, in ``x``'s dtype (module doc)."""
     assert x.ndim == 2 and x.dtype in FLOAT_DTYPES, (x.shape, x.dtype)
@@ -54,6 +48,6 @@ def column_sums(x: np.ndarray) -> np.ndarray:
     n_chunks = max(1, min(n_rows, _MAX_CHUNKS))
     parts = np.zeros((n_chunks, n_cols), x.dtype)
     if x.size:
-        _column_sums_kernel(np.ascontiguousarray(x), n_chunks, parts,
-                            parallel=x.size >= _PARALLEL_MIN_ELEMENTS)
+        run_tasks(_chunk_sum, n_chunks, np.ascontiguousarray(x), n_chunks, parts,
+                  parallel=x.size >= _PARALLEL_MIN_ELEMENTS)
     return parts.sum(axis=0, dtype=np.float64).astype(x.dtype)

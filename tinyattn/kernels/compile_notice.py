@@ -27,6 +27,9 @@ from numba.core import event, types
 
 QUIET_VARIABLE = "TINYATTN_QUIET_COMPILE"
 _PACKAGE = "tinyattn.kernels."
+# run_tasks compiles its launcher and adapter for a task just after the task itself, whose
+# family has then been announced: they are not a family of their own.
+_LAUNCHER = "tinyattn.kernels.parallel"
 
 _announced: set[tuple[str, str]] = set()
 _state = threading.local()  # depth: compilations in progress in this thread; silenced: bool
@@ -93,7 +96,7 @@ class _Listener(event.Listener):
         if depth:
             return
         module = getattr(ev.data["dispatcher"].py_func, "__module__", "") or ""
-        if not module.startswith(_PACKAGE) or _quiet():
+        if not module.startswith(_PACKAGE) or module == _LAUNCHER or _quiet():
             return
         key = (module, _dtype(tuple(ev.data["args"])) or "")
         if key in _announced:

@@ -29,9 +29,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
-from .parallel import parallel_kernel
+from .compiled_only import compiled_only
+from .parallel import run_tasks
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
 _MIX_MUL_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -72,18 +73,18 @@ def kept(state, threshold):
     return (state >> _SHIFT_11) >= threshold
 
 
-@parallel_kernel
-def _dropout_keep_mask_kernel(seed, p, keep):
-    n_batch, n_heads, n_queries, n_keys = keep.shape
+@compiled_only(error_model="numpy")
+def _dropout_keep_mask_head(seed, p, keep, bh):
+    """The keep-mask of head ``bh % H`` of batch element ``bh // H``."""
+    _, n_heads, n_queries, n_keys = keep.shape
     threshold = keep_threshold(p)
-    for bh in prange(n_batch * n_heads):
-        b = bh // n_heads
-        h = bh % n_heads
-        head_state = fold_key(fold_key(seed, b), h)
-        for i in range(n_queries):
-            row_state = fold_key(head_state, i)
-            for j in range(n_keys):
-                keep[b, h, i, j] = kept(fold_key(row_state, j), threshold)
+    b = bh // n_heads
+    h = bh % n_heads
+    head_state = fold_key(fold_key(seed, b), h)
+    for i in range(n_queries):
+        row_state = fold_key(head_state, i)
+        for j in range(n_keys):
+            keep[b, h, i, j] = kept(fold_key(row_state, j), threshold)
 
 
 def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np.ndarray:
@@ -113,7 +114,7 @@ def dropout_keep_mask(seed: int, B: int, H: int, T: int, S: int, p: float) -> np
     """
     assert 0 <= seed < 2**64 and 0.0 <= p <= 1.0, (seed, p)
     keep = np.empty((B, H, T, S), dtype=np.bool_)
-    _dropout_keep_mask_kernel(np.uint64(seed), float(p), keep)
+    run_tasks(_dropout_keep_mask_head, B * H, np.uint64(seed), float(p), keep, parallel=True)
     return keep
 
 

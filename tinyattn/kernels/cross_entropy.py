@@ -20,16 +20,16 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange
 
 from . import FLOAT_DTYPES
+from .compiled_only import compiled_only
 from .exp import fast_exp
 from .inline import always_inline
-from .parallel import parallel_kernel
+from .parallel import chunk_bounds, row_chunks, run_tasks
 from .reductions import row_sum
 
 
-@njit(cache=True)
+@compiled_only
 def _shifted_exp(row, c, shift):
     """``e^(row[c] − shift)``: a function of its own so that, inlined by LLVM into
     :func:`_shifted_exp_sum`, it keeps its own flags (the sum's ``reassoc`` does not reach the
@@ -38,7 +38,7 @@ def _shifted_exp(row, c, shift):
     return fast_exp(row[c] - shift)
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@compiled_only(fastmath={"reassoc"})
 def _shifted_exp_sum(row, shift):
     """``Σ_c e^(row[c] − shift)`` in float64, in vector lanes like the sums of
     :mod:`~tinyattn.kernels.reductions` (the exponentials themselves are not reassociated)."""
@@ -49,10 +49,13 @@ def _shifted_exp_sum(row, shift):
     return total
 
 
-@parallel_kernel
-def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing, loss, lse):
+@compiled_only(error_model="numpy")
+def _cross_entropy_forward_chunk(logits, target, ignore_index, label_smoothing, loss, lse,
+                                 n_chunks, chunk):
+    """Rows of chunk ``chunk`` (of ``n_chunks`` near-equal chunks)."""
     n_rows, n_classes = logits.shape
-    for i in prange(n_rows):
+    start, stop = chunk_bounds(chunk, n_chunks, n_rows)
+    for i in range(start, stop):
         row_max = logits[i, 0]
         for c in range(1, n_classes):
             row_max = max(row_max, logits[i, c])
@@ -70,11 +73,13 @@ def _cross_entropy_forward_kernel(logits, target, ignore_index, label_smoothing,
             loss[i] = (1.0 - label_smoothing) * nll + label_smoothing * smooth
 
 
-@parallel_kernel
-def _cross_entropy_backward_kernel(logits, target, grad_rows, ignore_index, label_smoothing,
-                                   dlogits):
+@compiled_only(error_model="numpy")
+def _cross_entropy_backward_chunk(logits, target, grad_rows, ignore_index, label_smoothing,
+                                  dlogits, n_chunks, chunk):
+    """Rows of chunk ``chunk`` (of ``n_chunks`` near-equal chunks)."""
     n_rows, n_classes = logits.shape
-    for i in prange(n_rows):
+    start, stop = chunk_bounds(chunk, n_chunks, n_rows)
+    for i in range(start, stop):
         if target[i] == ignore_index:
             for c in range(n_classes):
                 dlogits[i, c] = 0.0
@@ -139,8 +144,9 @@ def cross_entropy_forward(
     target = _target_indices(logits, target, ignore_index, label_smoothing)
     loss = np.empty(len(logits), dtype=logits.dtype)
     lse = np.empty(len(logits), dtype=logits.dtype)
-    _cross_entropy_forward_kernel(np.ascontiguousarray(logits), target, int(ignore_index),
-                                  float(label_smoothing), loss, lse)
+    n_chunks = row_chunks(len(logits), parallel=True)
+    run_tasks(_cross_entropy_forward_chunk, n_chunks, np.ascontiguousarray(logits), target,
+              int(ignore_index), float(label_smoothing), loss, lse, n_chunks, parallel=True)
     return loss, lse
 
 
@@ -169,9 +175,10 @@ def cross_entropy_backward(
     assert lse.shape == grad_rows.shape == (len(logits),), (lse.shape, grad_rows.shape)
     assert grad_rows.dtype == logits.dtype, (grad_rows.dtype, logits.dtype)
     dlogits = np.empty_like(logits)
-    _cross_entropy_backward_kernel(np.ascontiguousarray(logits), target,
-                                   np.ascontiguousarray(grad_rows), int(ignore_index),
-                                   float(label_smoothing), dlogits)
+    n_chunks = row_chunks(len(logits), parallel=True)
+    run_tasks(_cross_entropy_backward_chunk, n_chunks, np.ascontiguousarray(logits), target,
+              np.ascontiguousarray(grad_rows), int(ignore_index), float(label_smoothing),
+              dlogits, n_chunks, parallel=True)
     return dlogits
 
 

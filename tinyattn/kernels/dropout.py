@@ -11,16 +11,16 @@ run in parallel, small ones run in one serial pass; each element's value depends
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from . import FLOAT_DTYPES
+from .compiled_only import compiled_only
 from .counter_rng import fold_key, keep_threshold, kept, uniform_numpy
-from .parallel import chunk_bounds, element_chunks, parallel_kernel
+from .parallel import chunk_bounds, element_chunks, run_tasks
 
 _PARALLEL_MIN = 1 << 15  # below this a parallel launch costs more than it saves
 
 
-@njit(cache=True)
+@compiled_only
 def _dropout_span(x, seed, p, scale, out, first):
     """Elements ``n = first, first + 1, ...`` of the call, given as views that start at 0: an
     index that may be negative would need a wraparound select per element, which keeps the
@@ -32,11 +32,11 @@ def _dropout_span(x, seed, p, scale, out, first):
         n += 1
 
 
-@parallel_kernel
-def _dropout_kernel(x, seed, p, scale, out, n_chunks):
-    for chunk in prange(n_chunks):
-        start, stop = chunk_bounds(chunk, n_chunks, x.size)
-        _dropout_span(x[start:stop], seed, p, scale, out[start:stop], start)
+@compiled_only(error_model="numpy")
+def _dropout_chunk(x, seed, p, scale, out, n_chunks, chunk):
+    """Chunk ``chunk`` of the elements (of ``n_chunks`` near-equal chunks)."""
+    start, stop = chunk_bounds(chunk, n_chunks, x.size)
+    _dropout_span(x[start:stop], seed, p, scale, out[start:stop], start)
 
 
 def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
@@ -56,8 +56,9 @@ def dropout_apply(x: np.ndarray, seed: int, p: float) -> np.ndarray:
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
     parallel = flat.size >= _PARALLEL_MIN
-    _dropout_kernel(flat, np.uint64(seed), float(p), x.dtype.type(1.0 / (1.0 - p)), out,
-                    element_chunks(flat.size, parallel), parallel=parallel)
+    n_chunks = element_chunks(flat.size, parallel)
+    run_tasks(_dropout_chunk, n_chunks, flat, np.uint64(seed), float(p),
+              x.dtype.type(1.0 / (1.0 - p)), out, n_chunks, parallel=parallel)
     return out.reshape(x.shape)
 
 

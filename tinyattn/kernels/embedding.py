@@ -15,36 +15,38 @@ number of threads: the result is bitwise deterministic.
 from __future__ import annotations
 
 import numpy as np
-from numba import prange
 
 from . import FLOAT_DTYPES
-from .parallel import parallel_kernel
+from .compiled_only import compiled_only
+from .parallel import chunk_bounds, row_chunks, run_tasks
 
 # Columns per block of the backward scatter: 16 float32 = one 64-byte cache line.
 _COLUMN_BLOCK = 16
 
 
-@parallel_kernel
-def _embedding_forward_kernel(weight, flat_indices, out):
-    for p in prange(flat_indices.size):
+@compiled_only(error_model="numpy")
+def _embedding_forward_chunk(weight, flat_indices, out, n_chunks, chunk):
+    """``out[p] = weight[flat_indices[p]]`` for the positions ``p`` of chunk ``chunk`` (of
+    ``n_chunks`` near-equal chunks)."""
+    start, stop = chunk_bounds(chunk, n_chunks, flat_indices.size)
+    for p in range(start, stop):
         row = flat_indices[p]
         for j in range(weight.shape[1]):
             out[p, j] = weight[row, j]
 
 
-@parallel_kernel
-def _embedding_backward_kernel(grad, flat_indices, padding_idx, dweight):
-    n_cols = dweight.shape[1]
-    n_blocks = (n_cols + _COLUMN_BLOCK - 1) // _COLUMN_BLOCK
-    for block in prange(n_blocks):
-        start = block * _COLUMN_BLOCK
-        stop = min(start + _COLUMN_BLOCK, n_cols)
-        for p in range(flat_indices.size):
-            row = flat_indices[p]
-            if row == padding_idx:
-                continue
-            for j in range(start, stop):
-                dweight[row, j] += grad[p, j]
+@compiled_only(error_model="numpy")
+def _embedding_backward_block(grad, flat_indices, padding_idx, dweight, block):
+    """Columns ``block · _COLUMN_BLOCK`` onwards (one block) of the scatter-add into
+    ``dweight``: each task owns its columns, so no two tasks add into the same element."""
+    start = block * _COLUMN_BLOCK
+    stop = min(start + _COLUMN_BLOCK, dweight.shape[1])
+    for p in range(flat_indices.size):
+        row = flat_indices[p]
+        if row == padding_idx:
+            continue
+        for j in range(start, stop):
+            dweight[row, j] += grad[p, j]
 
 
 def _row_indices(indices: np.ndarray, num_embeddings: int) -> np.ndarray:
@@ -77,7 +79,9 @@ def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
         f"float32 or float64 (num_embeddings, D) expected, got {weight.dtype} {weight.shape}")
     flat = _row_indices(indices, weight.shape[0])
     out = np.empty((flat.size, weight.shape[1]), dtype=weight.dtype)
-    _embedding_forward_kernel(np.ascontiguousarray(weight), flat, out)
+    n_chunks = row_chunks(flat.size, parallel=True)
+    run_tasks(_embedding_forward_chunk, n_chunks, np.ascontiguousarray(weight), flat, out,
+              n_chunks, parallel=True)
     return out.reshape(indices.shape + (weight.shape[1],))
 
 
@@ -106,8 +110,9 @@ def embedding_backward(
     flat = _row_indices(indices, num_embeddings)
     n_cols = grad.shape[-1]
     dweight = np.zeros((num_embeddings, n_cols), dtype=grad.dtype)
-    _embedding_backward_kernel(np.ascontiguousarray(grad).reshape(flat.size, n_cols), flat,
-                               -1 if padding_idx is None else int(padding_idx), dweight)
+    run_tasks(_embedding_backward_block, -(-n_cols // _COLUMN_BLOCK),
+              np.ascontiguousarray(grad).reshape(flat.size, n_cols), flat,
+              -1 if padding_idx is None else int(padding_idx), dweight, parallel=True)
     return dweight
 
 

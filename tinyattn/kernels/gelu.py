@@ -54,17 +54,18 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit, prange, types
+from numba import types
 from numba.extending import overload
 from numpy.polynomial import chebyshev
 
 from . import FLOAT_DTYPES
 from .aligned import aligned_empty_like
+from .compiled_only import compiled_only
 
 # exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
 from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
 from .inline import always_inline
-from .parallel import chunk_of, element_chunks, parallel_kernel, run_task
+from .parallel import chunk_of, element_chunks, run_tasks
 from .simd import prefer_full_width
 
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
@@ -133,7 +134,7 @@ _ZERO, _HALF, _ONE, _TWO = _F32(0.0), _F32(0.5), _F32(1.0), _F32(2.0)
 # the loops' own flags: fused multiply-adds, numpy's error model.
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _horner(coeffs, y):
     always_inline()
     value = coeffs[len(coeffs) - 1]
@@ -142,7 +143,7 @@ def _horner(coeffs, y):
     return value
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _estrin_10(coeffs, y):
     """``Σ coeffs[k] y^k`` for 10 coefficients by Estrin's scheme: a dependency chain of 4
     multiply-adds instead of Horner's 9, so that more elements are in flight at once."""
@@ -154,7 +155,7 @@ def _estrin_10(coeffs, y):
     return (low + high * y_4) + (coeffs[8] + coeffs[9] * y) * (y_4 * y_4)
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _normal_cdf_float64(x):
     """Φ(x) for a float64 ``x`` (module docstring): ``½ erfc(|x| / √2)`` or its complement."""
     always_inline()
@@ -168,7 +169,7 @@ def _normal_cdf_float64(x):
     return half_erfc if x < 0.0 else 1.0 - half_erfc
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _erfc_parts_float32(x):
     """``(t, e, y)`` for a float32 ``x``, all float32: ``½ erfc(|x| / √2) = ½ t e`` with
     ``e = exp(−a² + (1 − t) Q)``, and ``y`` the mapped ``t`` (module docstring)."""
@@ -184,7 +185,7 @@ def _erfc_parts_float32(x):
     return t, exp_float32(small - _HALF * x_hi * x_hi), y
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _exact_gelu_float32(x):
     """``x Φ(x)``; in the tail ``(x t / 2) e`` keeps every intermediate a normal float32."""
     always_inline()
@@ -192,7 +193,7 @@ def _exact_gelu_float32(x):
     return (_HALF * x * t) * e if x < _ZERO else x * (_ONE - _HALF * t * e)
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _exact_gelu_slope_float32(x):
     """``Φ(x) + x φ(x)`` with ``φ(x) = e · M(t) / √(2π)``: ``e (½ t + x φ / e)`` for
     ``x < 0``, ``1 + e (x φ / e − ½ t)`` otherwise."""
@@ -204,13 +205,13 @@ def _exact_gelu_slope_float32(x):
     return _ONE + e * (x_density_over_e - _HALF * t)
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _exact_gelu_float64(x):
     always_inline()
     return x * _normal_cdf_float64(x)
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _exact_gelu_slope_float64(x):
     always_inline()
     return _normal_cdf_float64(x) + x * _INV_SQRT_2PI * exp_float64(-0.5 * x * x, EXP_TAYLOR_13)
@@ -243,7 +244,7 @@ def _exact_gelu_slope_overload(x):
 # The four task functions of :func:`_gelu_kernel`: each computes one chunk of the output.
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _erf_forward_chunk(x, grad, out, n_chunks, chunk):
     prefer_full_width()
     x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
@@ -251,7 +252,7 @@ def _erf_forward_chunk(x, grad, out, n_chunks, chunk):
         out[i] = _exact_gelu(x[i])
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _erf_backward_chunk(x, grad, out, n_chunks, chunk):
     prefer_full_width()
     x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
@@ -260,7 +261,7 @@ def _erf_backward_chunk(x, grad, out, n_chunks, chunk):
         out[i] = grad[i] * _exact_gelu_slope(x[i])
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _tanh_forward_chunk(x, grad, out, n_chunks, chunk):
     prefer_full_width()
     x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
@@ -272,7 +273,7 @@ def _tanh_forward_chunk(x, grad, out, n_chunks, chunk):
         out[i] = x[i] / (one + fast_exp(-two * u))
 
 
-@njit(cache=True, error_model="numpy", fastmath={"contract"})
+@compiled_only(error_model="numpy", fastmath={"contract"})
 def _tanh_backward_chunk(x, grad, out, n_chunks, chunk):
     prefer_full_width()
     x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
@@ -293,13 +294,6 @@ _CHUNK_TASKS = {(False, "none"): _erf_forward_chunk, (True, "none"): _erf_backwa
                 (False, "tanh"): _tanh_forward_chunk, (True, "tanh"): _tanh_backward_chunk}
 
 
-@parallel_kernel
-def _gelu_kernel(task, x, grad, out, n_chunks):
-    """Run ``task`` (one of :data:`_CHUNK_TASKS`) on every chunk of ``x``."""
-    for chunk in prange(n_chunks):
-        run_task(task, x, grad, out, n_chunks, np.int64(chunk))
-
-
 def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray:
     """GELU of ``x`` (``grad`` None) or its gradient, flattened through the kernel."""
     assert x.dtype in FLOAT_DTYPES, f"float32 or float64 expected, got {x.dtype}"
@@ -311,8 +305,9 @@ def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray
     out = aligned_empty_like(flat)  # read row by row by the next product
     if flat.size:
         parallel = flat.size >= _PARALLEL_MIN_ELEMENTS
-        _gelu_kernel(flat, flat_grad, out, element_chunks(flat.size, parallel),
-                     task=_CHUNK_TASKS[grad is not None, approximate], parallel=parallel)
+        n_chunks = element_chunks(flat.size, parallel)
+        run_tasks(_CHUNK_TASKS[grad is not None, approximate], n_chunks, flat, flat_grad, out,
+                  n_chunks, parallel=parallel)
     return out.reshape(x.shape)
 
 

@@ -20,12 +20,12 @@ and for any thread count.
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from . import FLOAT_DTYPES
 from .aligned import aligned_empty_like
+from .compiled_only import compiled_only
 from .inline import always_inline
-from .parallel import chunk_bounds, parallel_kernel, run_task
+from .parallel import chunk_bounds, row_chunks, run_tasks
 from .reductions import row_squared_deviations, row_sum
 
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
@@ -33,10 +33,13 @@ from .reductions import row_squared_deviations, row_sum
 _MAX_ROW_CHUNKS = 32
 
 
-@parallel_kernel
-def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
+@compiled_only(error_model="numpy")
+def _layer_norm_forward_chunk(x, weight, bias, eps, y, mean, rstd, n_chunks, chunk):
+    """Chunk ``chunk`` of the rows (of ``n_chunks`` near-equal chunks): their ``y``, ``mean``
+    and ``rstd``."""
     n_rows, n_cols = x.shape
-    for i in prange(n_rows):
+    start, stop = chunk_bounds(chunk, n_chunks, n_rows)
+    for i in range(start, stop):
         row_mean = row_sum(x[i]) / n_cols
         mean[i] = row_mean
         rstd[i] = 1.0 / np.sqrt(row_squared_deviations(x[i], row_mean) / n_cols + eps)
@@ -47,7 +50,7 @@ def _layer_norm_forward_kernel(x, weight, bias, eps, y, mean, rstd):
             y[i, j] = (x[i, j] - mu) * inv_std * weight[j] + bias[j]
 
 
-@njit(cache=True)
+@compiled_only
 def _gradient_terms(grad_row, x_row, weight, j, mu, inv_std):
     """``ĝ = g w`` and ``ĝ x̂`` at column ``j``, in the input dtype (rounded as written)."""
     always_inline()
@@ -55,7 +58,7 @@ def _gradient_terms(grad_row, x_row, weight, j, mu, inv_std):
     return g_hat, g_hat * ((x_row[j] - mu) * inv_std)
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@compiled_only(fastmath={"reassoc"})
 def _gradient_sums(grad_row, x_row, weight, mu, inv_std):
     """``Σ_j ĝ`` and ``Σ_j ĝ x̂`` of a row, in float64; reassociated like the sums of
     :mod:`~tinyattn.kernels.reductions` (the terms themselves are not: they come from
@@ -70,7 +73,7 @@ def _gradient_sums(grad_row, x_row, weight, mu, inv_std):
     return sum_g, sum_g_xhat
 
 
-@njit(cache=True)
+@compiled_only
 def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_means,
                                dweight_parts, dbias_parts, chunk):
     """Chunk ``chunk`` of the rows: their ``dx``, and their sums of ``dw``, ``db`` into row
@@ -91,15 +94,6 @@ def _layer_norm_backward_chunk(grad, x, weight, mean, rstd, n_chunks, dx, row_me
             dweight_parts[chunk, j] += grad[i, j] * x_hat
             dbias_parts[chunk, j] += grad[i, j]
             dx[i, j] = inv_std * (grad[i, j] * weight[j] - mean_g - x_hat * mean_g_xhat)
-
-
-@parallel_kernel(task=_layer_norm_backward_chunk)
-def _layer_norm_backward_kernel(task, grad, x, weight, mean, rstd, n_chunks, dx, row_means,
-                                dweight_parts, dbias_parts):
-    """Every chunk of rows (:func:`_layer_norm_backward_chunk`)."""
-    for index in prange(n_chunks):
-        run_task(task, grad, x, weight, mean, rstd, n_chunks, dx, row_means, dweight_parts,
-                 dbias_parts, np.int64(index))
 
 
 def _assert_rows(x: np.ndarray) -> None:
@@ -148,8 +142,10 @@ def layer_norm_forward(
     y = aligned_empty_like(x)  # read row by row by the next product
     mean = np.empty(n_rows, dtype=x.dtype)
     rstd = np.empty(n_rows, dtype=x.dtype)
-    _layer_norm_forward_kernel(np.ascontiguousarray(x), np.ascontiguousarray(weight),
-                               np.ascontiguousarray(bias), float(eps), y, mean, rstd)
+    n_chunks = row_chunks(n_rows, parallel=True)
+    run_tasks(_layer_norm_forward_chunk, n_chunks, np.ascontiguousarray(x),
+              np.ascontiguousarray(weight), np.ascontiguousarray(bias), float(eps), y, mean,
+              rstd, n_chunks, parallel=True)
     return y, mean, rstd
 
 
@@ -187,11 +183,10 @@ def layer_norm_backward(
     row_means = np.empty((n_rows, 2), dtype=x.dtype)
     dweight_parts = np.zeros((n_chunks, n_cols), dtype=np.float64)
     dbias_parts = np.zeros((n_chunks, n_cols), dtype=np.float64)
-    _layer_norm_backward_kernel(
-        np.ascontiguousarray(grad), np.ascontiguousarray(x), np.ascontiguousarray(weight),
-        np.ascontiguousarray(mean), np.ascontiguousarray(rstd), n_chunks, dx,
-        row_means, dweight_parts, dbias_parts,
-    )
+    run_tasks(_layer_norm_backward_chunk, n_chunks, np.ascontiguousarray(grad),
+              np.ascontiguousarray(x), np.ascontiguousarray(weight), np.ascontiguousarray(mean),
+              np.ascontiguousarray(rstd), n_chunks, dx, row_means, dweight_parts, dbias_parts,
+              parallel=True)
     if not has_weight:
         return dx, None, None
     # Summing over axis 0 adds the chunk partials one after another in chunk order, so the

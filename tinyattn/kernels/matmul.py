@@ -62,7 +62,7 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   boundary (:func:`~.aligned.aligned_empty`), so that no store of a 64-byte vector straddles
   two cache lines when ``N · itemsize`` is a multiple of 64, and a product that reads it as B
   later does not straddle either.
-* **Parallel strategy.** :func:`_gemm` runs ``prange`` over tasks of whole micro-tiles, each a
+* **Parallel strategy.** :func:`_gemm_tiled` runs tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
   large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread.
@@ -75,9 +75,9 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
 * **Compile cost.** Each kernel has one specialisation per dtype: A and B reach
   :func:`_gemm_block` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
-  tile is inlined into it. :func:`_gemm_block` and :func:`_pack_panel` are the task functions of
-  the ``prange`` loops :func:`_gemm` and :func:`_pack`, compiled once and called by address (see
-  :class:`~tinyattn.kernels.parallel.ParallelKernel`). Edge tiles go through
+  tile is inlined into it. :func:`_gemm_block` and :func:`_pack_panel` are task functions,
+  compiled once and called by address from the shared loop of
+  :func:`~tinyattn.kernels.parallel.run_tasks`. Edge tiles go through
   :func:`_edge_tile`, and blocks are copied element by element: a slice assignment would also
   compile numba's shape-mismatch error, whose message formatting costs seconds. The tile's
   geometry is a compile-time constant that depends only on the vector unit, which numba's
@@ -97,11 +97,12 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import config, njit, prange
+from numba import config, njit
 
 from .aligned import aligned_empty
+from .compiled_only import compiled_only
 from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
-from .parallel import kernel_section, parallel_kernel, run_task
+from .parallel import kernel_section, run_tasks
 from .simd import (
     TileShape,
     tile_add_row,
@@ -268,8 +269,9 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     m_panels = -(-out.shape[1] // MR)
     wanted = _TASKS_PER_THREAD * numba.get_num_threads()
     m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
-    _gemm(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, bias is not None,
-          out, kc, m_blocks, n_blocks)
+    run_tasks(_gemm_block, out.shape[0] * m_blocks * n_blocks, a_data, a_transposed, b_rows,
+              b_panels, a_index, b_index, bias_row, bias is not None, out, kc, m_blocks,
+              n_blocks, parallel=True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -318,11 +320,13 @@ def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
     batch, k, n = b3.shape
     packed = aligned_empty((batch, -(-n // width), k, width), b3.dtype)
     by_columns = not b3.flags.c_contiguous
-    _pack(b3.swapaxes(1, 2) if by_columns else b3, packed, by_columns)  # C-contiguous
+    run_tasks(_pack_panel, batch * packed.shape[1],  # one task per panel
+              b3.swapaxes(1, 2) if by_columns else b3, packed, by_columns,  # C-contiguous
+              parallel=True)
     return packed
 
 
-@njit(cache=True)
+@compiled_only
 def _pack_panel(b, packed, by_columns, task):
     """``packed[o, s, p, j] = B[o, p, s·width + j]`` for the panel ``(o, s)`` number ``task``.
 
@@ -355,14 +359,7 @@ def _pack_panel(b, packed, by_columns, task):
     panel[:, valid:] = 0
 
 
-@parallel_kernel(task=_pack_panel)
-def _pack(task, b, packed, by_columns):
-    """Every panel of ``packed``, one per task (:func:`_pack_panel`)."""
-    for index in prange(packed.shape[0] * packed.shape[1]):
-        run_task(task, b, packed, by_columns, np.int64(index))
-
-
-@njit(cache=True)
+@compiled_only
 def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, bias_row, add_bias, c, cj, cols, edge,
                accumulate, first):
     """The tile of rows ``i0 + first .. i0 + MR`` and columns ``cj .. cj + cols < NR`` of ``c``,
@@ -382,7 +379,7 @@ def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, bias_row, add_bias, c, cj
     _copy_block(edge, first, 0, c, i0 + first, cj, MR - first, cols)
 
 
-@njit(cache=True)
+@compiled_only
 def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, has_bias,
                 out, kc, m_blocks, n_blocks, task):
     """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``), plus
@@ -444,16 +441,7 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_r
                 tile_store(c, i0, cj, tile, first)
 
 
-@parallel_kernel(task=_gemm_block)
-def _gemm(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, has_bias,
-          out, kc, m_blocks, n_blocks):
-    """Every block of ``out`` (:func:`_gemm_block`), in parallel."""
-    for index in prange(out.shape[0] * m_blocks * n_blocks):
-        run_task(task, a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row,
-                 has_bias, out, kc, m_blocks, n_blocks, np.int64(index))
-
-
-@njit(cache=True)
+@compiled_only
 def _copy_block(src, si, sj, dst, di, dj, rows, cols):
     """``dst[di:di+rows, dj:dj+cols] = src[si:si+rows, sj:sj+cols]``, element by element (a
     slice assignment would compile numba's shape-mismatch error path, strings and all)."""

@@ -1,14 +1,23 @@
-"""Parallel kernels: one body compiled serial and parallel, launched thread-safely.
+"""Parallel kernels: independent tasks run by one shared loop, serially or on numba's threads.
 
-:func:`parallel_kernel` compiles a kernel body that loops with ``prange`` over independent
-rows or blocks twice: with ``parallel=True``, and serially, where numba runs ``prange`` as a
-plain ``range``. Both run the same loop and give bitwise the same result; the serial one is for
-inputs too small to be worth waking the thread pool. A kernel whose loop body is a large
-function gives it as its *task function*: compiled once on its own and called by address
-(:func:`run_task`), it is not compiled again into each loop (see :class:`ParallelKernel`).
+A kernel is a *task function*: a jitted function of the kernel's arguments and a task index
+(a row, a chunk of elements, a block of the output), where no two tasks write the same output.
+:func:`run_tasks` runs ``task(*args, index)`` for every index, on the calling thread or shared
+among numba's threads; both give bitwise the same result, and the serial path is for inputs too
+small to be worth waking the thread pool.
+
+How it is compiled. The loop over the tasks, a *driver*, is compiled once for every kernel:
+:func:`_serial_driver` and :func:`_parallel_driver` (a ``prange`` loop). It calls a small
+*adapter* by address with the address of the packed arguments and the task index; the adapter,
+compiled once per list of argument types, unpacks them and calls the task function by address.
+The arguments are packed, on its own stack frame, by the *launcher* :func:`_launch`, which
+Python calls. A ``prange`` loop of its own per kernel would cost far more: numba compiles it
+four times over (the loop, two gufunc wrappers, the function around them), with the task linked
+into each — 0.2 to 0.6 s of compiling per kernel, against about 0.1 s for a launcher and an
+adapter.
 
 Numba runs ``prange`` loops on one of three threading layers, chosen when the first parallel
-kernel launches:
+launch happens:
 
 * ``tbb`` (Intel TBB) — safe to launch from several Python threads at once, and fork-safe;
 * ``omp`` (OpenMP) — safe to launch from several Python threads at once; the GNU OpenMP
@@ -21,29 +30,29 @@ Importing :mod:`tinyattn.kernels` runs :func:`select_threading_layer`, which, un
 chose a layer with ``NUMBA_THREADING_LAYER``, asks numba for ``'safe'`` (TBB) when the ``tbb``
 package is importable and otherwise for ``'omp'`` when numba's OpenMP pool loads. When only
 ``workqueue`` can run, :data:`kernel_section` becomes a process-wide lock held around every
-launch of a parallel kernel (by :class:`ParallelKernel`, so the callers of the kernel wrappers
-need nothing), and concurrent calls queue instead of aborting. With a thread-safe layer
+parallel launch (by :func:`run_tasks`, so the callers of the kernel wrappers need nothing), and
+concurrent calls queue instead of aborting. With a thread-safe layer
 :data:`kernel_section` is a no-op context manager.
 """
 from __future__ import annotations
 
 import contextlib
-import functools
 import importlib
 import os
 import threading
-import types
-from collections.abc import Callable
 from typing import Any
 
 import numba
+import numpy as np
 from llvmlite import ir
-from numba import njit
+from numba import njit, prange
 from numba import types as nbtypes
 from numba._dispatcher import compute_fingerprint
 from numba.core import cgutils, config
 from numba.extending import NativeValue, intrinsic, models, register_model, unbox
 from numba.np.ufunc import parallel as numba_parallel
+
+from .compiled_only import compiled_only
 
 _THREADSAFE_LAYERS = ("tbb", "omp")
 _THREADSAFE_CHOICES = ("tbb", "omp", "safe", "threadsafe")
@@ -117,168 +126,212 @@ def kernels_are_serialised() -> bool:
     return kernel_section.locked
 
 
-def _renamed(function: Callable, suffix: str) -> Callable:
-    """A copy of ``function`` (same code, globals and defaults) whose qualified name ends in
-    ``suffix``."""
-    copy = types.FunctionType(function.__code__, function.__globals__, function.__name__,
-                              function.__defaults__, function.__closure__)
-    copy.__qualname__ = function.__qualname__ + suffix
-    copy.__doc__ = function.__doc__
-    return copy
-
-
-class TaskFunction(nbtypes.Type):
-    """numba type of a :class:`CompiledTask`: the address of a task function compiled for
-    ``argtypes`` (its parameters, the task index last)."""
+class TaskLaunch(nbtypes.Type):
+    """numba type of a :class:`_Launch`: how to run a task function compiled for ``argtypes``
+    (its parameters before the task index) — the addresses of the task, of its adapter and
+    of the driver that loops over the tasks."""
 
     def __init__(self, argtypes: tuple):
         self.argtypes = tuple(argtypes)
-        super().__init__(name=f"TaskFunction{self.argtypes}")
+        super().__init__(name=f"TaskLaunch{self.argtypes}")
 
 
-@register_model(TaskFunction)
-class _TaskFunctionModel(models.PrimitiveModel):
+@register_model(TaskLaunch)
+class _TaskLaunchModel(models.StructModel):
+    def __init__(self, dmm, fe_type):
+        members = [(name, nbtypes.int64) for name in ("task", "adapter", "driver")]
+        super().__init__(dmm, fe_type, members)
+
+
+class PackedArguments(nbtypes.Type):
+    """numba type of the address of a task's packed arguments: a struct holding the task
+    function's address, then the arguments of types ``argtypes``."""
+
+    def __init__(self, argtypes: tuple):
+        self.argtypes = tuple(argtypes)
+        super().__init__(name=f"PackedArguments{self.argtypes}")
+
+
+@register_model(PackedArguments)
+class _PackedArgumentsModel(models.PrimitiveModel):
     def __init__(self, dmm, fe_type):
         super().__init__(dmm, fe_type, ir.IntType(64))
 
 
-class CompiledTask:
-    """A task function compiled for one list of argument types ``argtypes``: the ``address``
-    of its machine code. A kernel body receives it as its first argument and calls it with
-    :func:`run_task`; in numba its type is ``TaskFunction(argtypes)``."""
+class _Launch:
+    """The three machine-code addresses :func:`run_tasks` needs (a ``TaskLaunch``)."""
 
-    __slots__ = ("address", "_numba_type_")
+    __slots__ = ("task", "adapter", "driver", "_numba_type_")
 
-    def __init__(self, address: int, argtypes: tuple):
-        self.address = address
-        self._numba_type_ = TaskFunction(argtypes)  # read by numba.typeof, its quickest path
+    def __init__(self, task: int, adapter: int, driver: int, argtypes: tuple):
+        self.task, self.adapter, self.driver = task, adapter, driver
+        self._numba_type_ = TaskLaunch(argtypes)  # read by numba.typeof, its quickest path
 
 
-@unbox(TaskFunction)
-def _unbox_task(typ, obj, c):
-    address_object = c.pyapi.object_getattr_string(obj, "address")
-    address = c.pyapi.long_as_longlong(address_object)
-    c.pyapi.decref(address_object)
-    return NativeValue(address, is_error=c.pyapi.c_api_error())
+@unbox(TaskLaunch)
+def _unbox_launch(typ, obj, c):
+    launch = cgutils.create_struct_proxy(typ)(c.context, c.builder)
+    for name in ("task", "adapter", "driver"):
+        address_object = c.pyapi.object_getattr_string(obj, name)
+        setattr(launch, name, c.pyapi.long_as_longlong(address_object))
+        c.pyapi.decref(address_object)
+    return NativeValue(launch._getvalue(), is_error=c.pyapi.c_api_error())
+
+
+def _call_address(context, builder, address, argtypes, values) -> None:
+    """Call the compiled function at ``address`` (an LLVM ``i64``) with ``values`` of numba
+    types ``argtypes``; an error it returns (an exception raised in it) is passed on."""
+    function = context.call_conv.get_function_type(nbtypes.none, argtypes)
+    pointer = builder.inttoptr(address, function.as_pointer())
+    status, _ = context.call_conv.call_function(builder, pointer, nbtypes.none, argtypes,
+                                                values)
+    with cgutils.if_unlikely(builder, status.is_error):
+        context.call_conv.return_status_propagate(builder, status)
+
+
+def _packed_struct(context, argtypes: tuple) -> ir.LiteralStructType:
+    """LLVM type of packed arguments: the task's address, then each argument's value."""
+    return ir.LiteralStructType([ir.IntType(64)]
+                                + [context.get_value_type(t) for t in argtypes])
 
 
 @intrinsic
-def _run_task(typingctx, task, *args):
-    if not isinstance(task, TaskFunction) or tuple(args) != task.argtypes:
-        return None  # a typing error at compile time: the call does not fit the task
-    signature = nbtypes.none(task, nbtypes.StarArgTuple.from_types(tuple(args)))
+def _call_adapter(typingctx, adapter, packed, index):
+    signature = nbtypes.none(nbtypes.int64, nbtypes.int64, nbtypes.int64)
 
     def codegen(context, builder, sig, llargs):
-        function = context.call_conv.get_function_type(nbtypes.none, task.argtypes)
-        pointer = builder.inttoptr(llargs[0], function.as_pointer())
-        values = cgutils.unpack_tuple(builder, llargs[1], len(task.argtypes))
-        status, _ = context.call_conv.call_function(builder, pointer, nbtypes.none,
-                                                    task.argtypes, values)
-        with cgutils.if_unlikely(builder, status.is_error):
-            context.call_conv.return_status_propagate(builder, status)
+        _call_address(context, builder, llargs[0], (nbtypes.int64, nbtypes.int64), llargs[1:])
         return context.get_dummy_value()
 
     return signature, codegen
 
 
-def _run_task_python(task, *args):
-    """:func:`run_task` with ``NUMBA_DISABLE_JIT=1``: ``task`` is then the Python function."""
-    task(*args)
+@compiled_only(parallel=True)
+def _parallel_driver(adapter, packed, n_tasks):
+    """Every task ``0 <= index < n_tasks`` of ``packed``, shared among numba's threads."""
+    for index in prange(n_tasks):
+        _call_adapter(adapter, packed, np.int64(index))
 
 
-#: ``run_task(task, *args)`` calls the task function ``task`` (a kernel body's first argument)
-#: with ``args``: the body's other arguments, unchanged and in order, then the task index as an
-#: ``int64``. Arguments of other types are a typing error when the body compiles.
-run_task = _run_task_python if config.DISABLE_JIT else _run_task
+@compiled_only
+def _serial_driver(adapter, packed, n_tasks):
+    """Every task ``0 <= index < n_tasks`` of ``packed``, in order, on the calling thread."""
+    for index in range(n_tasks):
+        _call_adapter(adapter, packed, index)
 
 
-class ParallelKernel:
-    """A kernel body compiled twice, ``parallel=True`` and serial, each cached on disk.
+@intrinsic
+def _unpack_and_run(typingctx, packed, index):
+    if not isinstance(packed, PackedArguments):
+        return None
+    signature = nbtypes.none(packed, nbtypes.int64)
 
-    ``kernel(*args)`` launches the parallel compilation while holding :data:`kernel_section`;
-    ``kernel(*args, parallel=False)`` runs the serial one (no threads, no lock). The body must
-    use ``prange`` only over independent iterations, so both give bitwise the same result.
+    def codegen(context, builder, sig, llargs):
+        struct = _packed_struct(context, packed.argtypes)
+        pointer = builder.inttoptr(llargs[0], struct.as_pointer())
+        fields = [builder.load(cgutils.gep_inbounds(builder, pointer, 0, i))
+                  for i in range(len(struct.elements))]
+        _call_address(context, builder, fields[0], (*packed.argtypes, nbtypes.int64),
+                      [*fields[1:], llargs[1]])
+        return context.get_dummy_value()
 
-    numba's on-disk cache files a function's compilations under its qualified name and first
-    line, not under its compile flags: two dispatchers of one Python function would load each
-    other's cached code (the "parallel" one then runs serially). The parallel compilation is
-    therefore made from a copy of the body named ``<qualname>.parallel``. Each variant compiles
-    on its first call: a run that only ever takes one compiles only that one.
+    return signature, codegen
 
-    Task functions. numba compiles a function together with the machine code of every jitted
-    function it calls, and a ``prange`` loop is compiled four times over (the loop body, two
-    gufunc wrappers, the function around them): a large per-task function called from a
-    ``prange`` loop would be optimised and compiled into machine code five times. With
-    ``task=``, a jitted function of the body's arguments and the task index, the task function
-    is compiled once, on its own, and the body gets it as its first argument — the address of
-    its machine code — and calls it through :func:`run_task`, so the body stays a small loop::
+
+@compiled_only
+def _adapter(packed, index):
+    """Task ``index``: the task function called with the arguments packed at ``packed``."""
+    _unpack_and_run(packed, index)
+
+
+@intrinsic
+def _pack_and_drive(typingctx, launch, n_tasks, *args):
+    if not isinstance(launch, TaskLaunch) or tuple(args) != launch.argtypes:
+        return None  # a typing error at compile time: the arguments do not fit the task
+    signature = nbtypes.none(launch, nbtypes.int64, nbtypes.StarArgTuple.from_types(args))
+
+    def codegen(context, builder, sig, llargs):
+        addresses = cgutils.create_struct_proxy(launch)(context, builder, value=llargs[0])
+        struct = _packed_struct(context, launch.argtypes)
+        slot = cgutils.alloca_once(builder, struct)
+        values = [addresses.task, *cgutils.unpack_tuple(builder, llargs[2], len(args))]
+        for i, value in enumerate(values):
+            builder.store(value, cgutils.gep_inbounds(builder, slot, 0, i))
+        packed = builder.ptrtoint(slot, ir.IntType(64))
+        _call_address(context, builder, addresses.driver, (nbtypes.int64,) * 3,
+                      [addresses.adapter, packed, llargs[1]])
+        return context.get_dummy_value()
+
+    return signature, codegen
+
+
+@njit(cache=True, no_cfunc_wrapper=True)  # called from Python
+def _launch(launch, n_tasks, *args):
+    """Pack ``args`` on this stack frame and run the driver over them (see :func:`run_tasks`)."""
+    _pack_and_drive(launch, n_tasks, *args)
+
+
+def _address(dispatcher: Any, argtypes: tuple) -> int:
+    """Address of ``dispatcher``'s machine code for ``argtypes`` (compiled, or loaded from
+    numba's cache, on the first call)."""
+    dispatcher.compile(argtypes)
+    result = dispatcher.overloads[argtypes]
+    return result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
+
+
+_DRIVER_TYPES = (nbtypes.int64,) * 3
+_launches: dict = {}
+
+
+def _launch_for(task: Any, args: tuple, parallel: bool) -> _Launch:
+    """The :class:`_Launch` of ``task`` for the types of ``args`` (made on the first call)."""
+    key = (task, parallel, *map(compute_fingerprint, args))  # numba's cheap key of a type
+    launch = _launches.get(key)
+    if launch is None:
+        argtypes = tuple(map(numba.typeof, args))
+        task_address = _address(task, (*argtypes, nbtypes.int64))
+        adapter = _address(_adapter, (PackedArguments(argtypes), nbtypes.int64))
+        driver = _address(_parallel_driver if parallel else _serial_driver, _DRIVER_TYPES)
+        launch = _launches[key] = _Launch(task_address, adapter, driver, argtypes)
+    return launch
+
+
+def compile_drivers() -> None:
+    """Compile (or load from numba's cache) both drivers of :func:`run_tasks`: each serves
+    every kernel, and which one a kernel takes depends on the size of its input."""
+    for driver in (_serial_driver, _parallel_driver):
+        _address(driver, _DRIVER_TYPES)
+
+
+def run_tasks(task: Any, n_tasks: int, *args: Any, parallel: bool) -> None:
+    """Call the jitted *task function* ``task(*args, index)`` for every ``index`` in
+    ``range(n_tasks)``: shared among numba's threads when ``parallel``, else in order on the
+    calling thread. Tasks must be independent (write disjoint outputs), so both give bitwise
+    the same result.
+
+    ``task`` is compiled once for the types of ``args`` (and an ``int64`` index) and called by
+    address from the driver shared by every kernel (see the module docstring)::
 
         @njit(cache=True)
-        def _one_row(x, out, row):
+        def _double_row(x, out, row):
             out[row] = 2 * x[row]
 
-        @parallel_kernel(task=_one_row)
-        def _double_rows(task, x, out):
-            for row in prange(x.shape[0]):
-                run_task(task, x, out, np.int64(row))
+        run_tasks(_double_row, x.shape[0], x, out, parallel=x.size >= 32768)
 
-        _double_rows(x, out, parallel=...)  # the caller passes the arguments after ``task``
-
-    A body without a default task gets one per call: ``kernel(*args, task=f, parallel=...)``.
+    A parallel launch holds :data:`kernel_section` when it is a lock. Arguments that do not fit the task are a
+    typing error when it compiles; an error raised in a task reaches the caller (numba
+    reports one raised on a worker thread as a ``SystemError``).
     """
-
-    def __init__(self, body: Callable, task: Any = None, **options: Any):
-        self.serial = njit(cache=True, **options)(body)
-        self.parallel = njit(cache=True, parallel=True, **options)(_renamed(body, ".parallel"))
-        self.task = task
-        self._compiled_tasks: dict = {}
-        functools.update_wrapper(self, body)
-
-    def __call__(self, *args: Any, parallel: bool = True, task: Any = None) -> Any:
-        task = self.task if task is None else task
-        if task is not None:
-            args = (self._compiled_task(task, args), *args)
-        if not parallel:
-            return self.serial(*args)
-        with kernel_section:
-            return self.parallel(*args)
-
-    def _compiled_task(self, task: Any, args: tuple) -> Any:
-        """``task`` compiled for ``args`` and an ``int64`` task index (compiled, or loaded from
-        numba's cache, on the first call with these argument types).
-
-        The body's compiled code depends only on the argument types, not on which task it
-        calls: one body may run different task functions (``kernel(..., task=...)``).
-        """
-        if config.DISABLE_JIT:
-            return task
-        key = (task, *map(compute_fingerprint, args))  # numba's cheap key of a value's type
-        compiled = self._compiled_tasks.get(key)
-        if compiled is None:
-            argtypes = (*map(numba.typeof, args), nbtypes.int64)
-            task.compile(argtypes)
-            result = task.overloads[argtypes]
-            address = result.library.get_pointer_to_function(result.fndesc.llvm_func_name)
-            compiled = self._compiled_tasks[key] = CompiledTask(address, argtypes)
-        return compiled
-
-
-def parallel_kernel(body: Callable | None = None, /, **options: Any) -> Any:
-    """Decorator making a :class:`ParallelKernel`; ``task`` is its task function (if any), the
-    other ``options`` go to both ``njit`` calls.
-
-    A kernel in a module (numba caches only functions defined in a file)::
-
-        @parallel_kernel
-        def _double_rows(x, out):
-            for i in prange(x.shape[0]):
-                out[i] = 2 * x[i]
-
-        _double_rows(x, out, parallel=x.size >= _PARALLEL_MIN_ELEMENTS)
-    """
-    if body is None:
-        return functools.partial(ParallelKernel, **options)
-    return ParallelKernel(body, **options)
+    if config.DISABLE_JIT:
+        for index in range(n_tasks):
+            task(*args, index)
+        return
+    launch = _launch_for(task, args, parallel)
+    if not (parallel and kernel_section.locked):
+        _launch(launch, n_tasks, *args)
+        return
+    with kernel_section:
+        _launch(launch, n_tasks, *args)
 
 
 #: Elements per chunk when an elementwise kernel runs in parallel (64 KiB of float32).
@@ -287,15 +340,38 @@ ELEMENTS_PER_CHUNK = 16384
 
 def element_chunks(size: int, parallel: bool) -> int:
     """How many chunks an elementwise kernel splits ``size`` elements into: one when it runs
-    serially (one pass, no per-chunk overhead), else chunks of about :data:`ELEMENTS_PER_CHUNK`
-    for the threads to share.
+    serially (one pass, no per-chunk overhead), else the same number for each of numba's
+    threads (:func:`available_threads`: :func:`set_num_threads` may run fewer, which only
+    shares the chunks less evenly), each of at most :data:`ELEMENTS_PER_CHUNK` elements (and at
+    most one chunk per element).
 
     Examples
     --------
-    >>> element_chunks(100_000, parallel=False), element_chunks(100_000, parallel=True)
-    (1, 7)
+    >>> element_chunks(100_000, parallel=False)
+    1
+    >>> element_chunks(100_000, parallel=True) % available_threads()
+    0
     """
-    return max(1, -(-size // ELEMENTS_PER_CHUNK)) if parallel else 1
+    if not parallel:
+        return 1
+    threads = available_threads()
+    per_thread = -(-size // (threads * ELEMENTS_PER_CHUNK))
+    return max(1, min(size, threads * per_thread))
+
+
+def row_chunks(n_rows: int, parallel: bool) -> int:
+    """How many chunks of whole rows a kernel over independent rows splits ``n_rows`` into:
+    one per thread of numba's (:func:`available_threads`; at most one per row) when it runs in
+    parallel, else one.
+
+    Examples
+    --------
+    >>> row_chunks(1000, parallel=False), row_chunks(1, parallel=True)
+    (1, 1)
+    >>> row_chunks(1000, parallel=True) == available_threads()
+    True
+    """
+    return max(1, min(n_rows, available_threads())) if parallel else 1
 
 
 @njit(cache=True, inline="always")

@@ -38,12 +38,12 @@ Examples
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
 
+from .compiled_only import compiled_only
 from .inline import always_inline
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@compiled_only(fastmath={"reassoc"})
 def row_sum(row):
     """``Σ_j row[j]``, accumulated in float64."""
     always_inline()
@@ -53,7 +53,7 @@ def row_sum(row):
     return total
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@compiled_only(fastmath={"reassoc"})
 def row_squared_deviations(row, centre):
     """``Σ_j (row[j] − centre)²``, in float64 (``centre`` a float64)."""
     always_inline()
@@ -64,7 +64,7 @@ def row_squared_deviations(row, centre):
     return total
 
 
-@njit(cache=True, fastmath={"reassoc"})
+@compiled_only(fastmath={"reassoc"})
 def row_dot(a, b):
     """``Σ_j a[j] · b[j]`` of two rows: each product in the input dtype, summed in float64."""
     always_inline()

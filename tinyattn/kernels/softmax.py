@@ -22,13 +22,15 @@ The exponentials are :func:`.exp.fast_exp` (a polynomial the compiler vectorises
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from . import FLOAT_DTYPES
+from .compiled_only import compiled_only
 from .exp import fast_exp
-from .parallel import ParallelKernel, parallel_kernel
+from .parallel import chunk_bounds, row_chunks, run_tasks
 from .reductions import row_dot, row_sum
 
 _PARALLEL_MIN_ELEMENTS = 32768  # below this a serial pass beats waking the thread pool
@@ -62,10 +64,11 @@ def _exp_shifted_row(x, y, i, m):
     return row_sum(y[i])
 
 
-# Each kernel is one body over independent rows, compiled serial and parallel.
-@parallel_kernel
-def _softmax_forward_kernel(x, y):
-    for i in prange(x.shape[0]):
+@compiled_only(error_model="numpy")
+def _softmax_forward_chunk(x, y, n_chunks, chunk):
+    """Rows of chunk ``chunk`` (of ``n_chunks`` near-equal chunks)."""
+    start, stop = chunk_bounds(chunk, n_chunks, x.shape[0])
+    for i in range(start, stop):
         m = x.dtype.type(_row_max(x, i))
         if _fully_masked(x, i, m):
             y[i, :] = 0.0
@@ -75,17 +78,21 @@ def _softmax_forward_kernel(x, y):
             y[i, j] *= inv_total
 
 
-@parallel_kernel
-def _softmax_backward_kernel(y, grad, dx):
-    for i in prange(y.shape[0]):
+@compiled_only(error_model="numpy")
+def _softmax_backward_chunk(y, grad, dx, n_chunks, chunk):
+    """Rows of chunk ``chunk`` (of ``n_chunks`` near-equal chunks)."""
+    start, stop = chunk_bounds(chunk, n_chunks, y.shape[0])
+    for i in range(start, stop):
         dot = y.dtype.type(row_dot(grad[i], y[i]))
         for j in range(y.shape[1]):
             dx[i, j] = y[i, j] * (grad[i, j] - dot)
 
 
-@parallel_kernel
-def _log_softmax_forward_kernel(x, y):
-    for i in prange(x.shape[0]):
+@compiled_only(error_model="numpy")
+def _log_softmax_forward_chunk(x, y, n_chunks, chunk):
+    """Rows of chunk ``chunk`` (of ``n_chunks`` near-equal chunks)."""
+    start, stop = chunk_bounds(chunk, n_chunks, x.shape[0])
+    for i in range(start, stop):
         m = x.dtype.type(_row_max(x, i))
         if _fully_masked(x, i, m):
             y[i, :] = -np.inf
@@ -96,9 +103,11 @@ def _log_softmax_forward_kernel(x, y):
             y[i, j] = (x[i, j] - m) - log_total  # shift first: m + log(total) would round away
 
 
-@parallel_kernel
-def _log_softmax_backward_kernel(y, grad, dx):
-    for i in prange(y.shape[0]):
+@compiled_only(error_model="numpy")
+def _log_softmax_backward_chunk(y, grad, dx, n_chunks, chunk):
+    """Rows of chunk ``chunk`` (of ``n_chunks`` near-equal chunks)."""
+    start, stop = chunk_bounds(chunk, n_chunks, y.shape[0])
+    for i in range(start, stop):
         if _fully_masked(y, i, _row_max(y, i)):
             dx[i, :] = 0.0
             continue
@@ -120,20 +129,25 @@ def _as_rows(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x).reshape(x.size // n_cols if n_cols else 0, n_cols)
 
 
-def _forward(kernel: ParallelKernel, x: np.ndarray) -> np.ndarray:
-    """Run a forward row kernel on the rows of ``x``; the result has the shape of ``x``."""
+def _forward(task: Any, x: np.ndarray) -> np.ndarray:
+    """Run a forward task over the rows of ``x``; the result has the shape of ``x``."""
     rows = _as_rows(x)
     y = np.empty_like(rows)
-    kernel(rows, y, parallel=_parallel(rows))
+    parallel = _parallel(rows)
+    n_chunks = row_chunks(rows.shape[0], parallel)
+    run_tasks(task, n_chunks, rows, y, n_chunks, parallel=parallel)
     return y.reshape(x.shape)
 
 
-def _backward(kernel: ParallelKernel, y: np.ndarray, grad: np.ndarray) -> np.ndarray:
-    """Run a backward row kernel on the output ``y`` and its gradient (same shape and dtype)."""
+def _backward(task: Any, y: np.ndarray, grad: np.ndarray) -> np.ndarray:
+    """Run a backward task over the rows of the output ``y`` and its gradient (same shape and
+    dtype)."""
     assert y.shape == grad.shape and y.dtype == grad.dtype, (y.shape, y.dtype, grad.dtype)
     y_rows = _as_rows(y)
     dx = np.empty_like(y_rows)
-    kernel(y_rows, _as_rows(grad), dx, parallel=_parallel(y_rows))
+    parallel = _parallel(y_rows)
+    n_chunks = row_chunks(y_rows.shape[0], parallel)
+    run_tasks(task, n_chunks, y_rows, _as_rows(grad), dx, n_chunks, parallel=parallel)
     return dx.reshape(y.shape)
 
 
@@ -146,12 +160,12 @@ def softmax_forward(x: np.ndarray) -> np.ndarray:
     array([[0.25, 0.75],
            [0.  , 0.  ]])
     """
-    return _forward(_softmax_forward_kernel, x)
+    return _forward(_softmax_forward_chunk, x)
 
 
 def softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of softmax from its output ``y``: ``dx = y ⊙ (g − Σ g ⊙ y)`` per row."""
-    return _backward(_softmax_backward_kernel, y, grad)
+    return _backward(_softmax_backward_chunk, y, grad)
 
 
 def log_softmax_forward(x: np.ndarray) -> np.ndarray:
@@ -162,12 +176,12 @@ def log_softmax_forward(x: np.ndarray) -> np.ndarray:
     >>> np.exp(log_softmax_forward(np.array([0.0, np.log(3.0)]))).round(6)
     array([0.25, 0.75])
     """
-    return _forward(_log_softmax_forward_kernel, x)
+    return _forward(_log_softmax_forward_chunk, x)
 
 
 def log_softmax_backward(y: np.ndarray, grad: np.ndarray) -> np.ndarray:
     """Gradient of log-softmax from its output: ``dx = g − e^y Σ g``; all ``-inf`` rows → 0."""
-    return _backward(_log_softmax_backward_kernel, y, grad)
+    return _backward(_log_softmax_backward_chunk, y, grad)
 
 
 def softmax_forward_numpy(x: np.ndarray) -> np.ndarray:
