@@ -126,14 +126,18 @@ def kernels_are_serialised() -> bool:
     return kernel_section.locked
 
 
-class TaskLaunch(nbtypes.Type):
-    """numba type of a :class:`_Launch`: how to run a task function compiled for ``argtypes``
-    (its parameters before the task index) — the addresses of the task, of its adapter and
-    of the driver that loops over the tasks."""
+class _OfArgumentTypes(nbtypes.Type):
+    """A numba type parameterised by the types ``argtypes`` of a task function's arguments
+    (those before the task index)."""
 
     def __init__(self, argtypes: tuple):
         self.argtypes = tuple(argtypes)
-        super().__init__(name=f"TaskLaunch{self.argtypes}")
+        super().__init__(name=f"{type(self).__name__}{self.argtypes}")
+
+
+class TaskLaunch(_OfArgumentTypes):
+    """numba type of a :class:`_Launch`: how to run a task function — the addresses of the
+    task, of its adapter and of the driver that loops over the tasks."""
 
 
 @register_model(TaskLaunch)
@@ -143,13 +147,9 @@ class _TaskLaunchModel(models.StructModel):
         super().__init__(dmm, fe_type, members)
 
 
-class PackedArguments(nbtypes.Type):
+class PackedArguments(_OfArgumentTypes):
     """numba type of the address of a task's packed arguments: a struct holding the task
-    function's address, then the arguments of types ``argtypes``."""
-
-    def __init__(self, argtypes: tuple):
-        self.argtypes = tuple(argtypes)
-        super().__init__(name=f"PackedArguments{self.argtypes}")
+    function's address, then the arguments."""
 
 
 @register_model(PackedArguments)
