@@ -51,6 +51,22 @@ def test_reflected_scalar_operators(shape, seed):
     assert ta.gradcheck(lambda t: -t * 2 + 1, (x,))
 
 
+BACKWARD_OPS = {
+    # the dedicated backward ops (as PyTorch's tanh_backward, sigmoid_backward), differentiated
+    # in both inputs: the upstream gradient g and the forward's output y
+    "tanh_backward": (ta.ops.unary.TanhBackward, -0.95, 0.95),
+    "sigmoid_backward": (ta.ops.unary.SigmoidBackward, 0.05, 0.95),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BACKWARD_OPS))
+@given(shape=shapes(), seed=seeds)
+def test_backward_op_gradients(name, shape, seed):
+    fn, low, high = BACKWARD_OPS[name]
+    g, y = leaf(shape, seed), leaf(shape, seed + 1, low=low, high=high)
+    assert ta.gradcheck(fn.apply, (g, y))
+
+
 UNARY = {
     # name: (function, low, high, kink to keep away from)
     "exp": (lambda t: t.exp(), -2.0, 2.0, None),

@@ -197,16 +197,15 @@ def run_backward(
             if len(input_grads) != len(needs):
                 _check_count(node, input_grads)
             sent = [None] * len(edges) if on_node is not None else None
-            for i, edge in enumerate(edges):
-                g = input_grads[i]
-                if g is None or edge is None or not needs[i]:
+            for i, (edge, g, need) in enumerate(zip(edges, input_grads, needs)):
+                if g is None or edge is None or not need:
                     continue
-                if not isinstance(g, tensor_type):
+                if type(g) is not tensor_type and not isinstance(g, tensor_type):
                     raise TypeError(f"function {node.name}Backward returned a "
                                     f"{type(g).__name__} as the gradient of input {i}; "
                                     "expected a Tensor or None")
-                wanted = inputs[i]
-                if g._data.shape != wanted.shape or g._data.dtype != wanted.dtype:
+                wanted, data = inputs[i], g._data
+                if data.shape != wanted.shape or data.dtype != wanted.dtype:
                     g = _fit(g, wanted, node.name, i)
                 if check and not np.all(np.isfinite(g._data)):
                     raise RuntimeError(

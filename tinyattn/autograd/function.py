@@ -209,11 +209,9 @@ class Context:
     def release_inputs(self) -> None:
         """Keep only the shape, dtype and ``grad_fn`` of every intermediate input (those with a
         ``grad_fn``); leaves and constants stay."""
-        inputs = list(self.inputs)
-        for slot, edge in enumerate(self.edges):
-            if type(edge) is Context:
-                inputs[slot] = ReleasedInput(inputs[slot], self.fn.__name__, slot)
-        self.inputs = tuple(inputs)
+        name = self.fn.__name__
+        self.inputs = tuple([ReleasedInput(a, name, slot) if type(edge) is Context else a
+                             for slot, (a, edge) in enumerate(zip(self.inputs, self.edges))])
 
     def free(self) -> None:
         """Drop what the op saved and its inputs (after a backward pass); the graph's structure
@@ -277,9 +275,10 @@ class ReleasedInput:
     __slots__ = ("shape", "dtype", "requires_grad", "grad_fn", "_op", "_slot")
 
     def __init__(self, tensor: Any, op: str, slot: int):
-        self.shape = tensor.shape
-        self.dtype = tensor.dtype
-        self.requires_grad = tensor.requires_grad
+        data = tensor._data
+        self.shape = data.shape
+        self.dtype = data.dtype
+        self.requires_grad = tensor._requires_grad
         self.grad_fn = tensor.grad_fn
         self._op, self._slot = op, slot  # the message is only built if .data is read
 
@@ -359,44 +358,43 @@ class Function:
         tensor = TENSOR
         ctx = _new_context(Context)  # Context(...) without the call of __init__: made per op
         ctx.fn, ctx.inputs, ctx.kwargs = cls, args, kwargs
-        if _state.grad_enabled:
-            ctx.needs_input_grad = needs = tuple([isinstance(a, tensor) and a._requires_grad
-                                                  for a in args])
-            record = True in needs
-            _state.grad_enabled = False
-            try:
-                outputs = cls.forward(ctx, *args, **kwargs)
-            finally:
-                _state.grad_enabled = True
-        else:
-            record = False
+        if not _state.grad_enabled:
             ctx.needs_input_grad = (False,) * len(args)
             outputs = cls.forward(ctx, *args, **kwargs)
-        single = isinstance(outputs, tensor)
-        if cls.view:
-            if single:
-                _share_version(outputs, args[0])
-            else:  # several views of the first input (split)
-                for out in outputs:
-                    _share_version(out, args[0])
-        if ctx._dirty:
-            _apply_dirty(ctx, args, record)
-        if not record:
+            if cls.view:
+                _share_versions(outputs, args[0])
+            if ctx._dirty:
+                _apply_dirty(ctx, args, False)
             return outputs
-        edges, slots = [], []
+        needs, edges, slots = [], [], []  # per argument: gradient wanted, where it goes next
         for a in args:
             if isinstance(a, tensor):
+                requires = a._requires_grad
+                needs.append(requires)
                 node = a.grad_fn
                 if node is not None:
                     edges.append(node)
                     slots.append(a._output_nr)
                     continue
-                if a._requires_grad:
-                    edges.append(a)
-                    slots.append(0)
-                    continue
-            edges.append(None)
+                edges.append(a if requires else None)
+            else:
+                needs.append(False)
+                edges.append(None)
             slots.append(0)
+        ctx.needs_input_grad = tuple(needs)
+        _state.grad_enabled = False
+        try:
+            outputs = cls.forward(ctx, *args, **kwargs)
+        finally:
+            _state.grad_enabled = True
+        single = isinstance(outputs, tensor)
+        if cls.view:
+            _share_versions(outputs, args[0])
+        record = True in needs
+        if ctx._dirty:
+            _apply_dirty(ctx, args, record)
+        if not record:
+            return outputs
         ctx.edges = tuple(edges)
         ctx.input_slots = tuple(slots)
         if single and not ctx._dirty and not ctx._non_differentiable and \
@@ -426,6 +424,16 @@ def _is_new(output: Any, args: tuple) -> bool:
         if a is output:
             return False
     return True
+
+
+def _share_versions(outputs: Any, base: Any) -> None:
+    """A view op's output (or each of several, as ``split`` returns) shares ``base``'s version
+    counter."""
+    if isinstance(outputs, TENSOR):
+        _share_version(outputs, base)
+    else:
+        for out in outputs:
+            _share_version(out, base)
 
 
 def _share_version(view: Any, base: Any) -> None:

@@ -6,8 +6,8 @@ op's inputs and applies it to tensors.
 file                   ops
 =====================  ==========================================================
 ``arithmetic.py``      Add, Sub, Mul, Div, Neg, Pow, PowScalar
-``unary.py``           Exp, Log, Sqrt, Rsqrt, Tanh, Sigmoid, Relu, Abs, Sin, Cos, Erf,
-                       Clamp, Cast
+``unary.py``           Exp, Log, Sqrt, Rsqrt, Tanh (TanhBackward), Sigmoid
+                       (SigmoidBackward), Relu, Abs, Sin, Cos, Erf, Clamp, Cast
 ``compare.py``         comparisons, logic, Maximum (maximum/minimum)
 ``reduce.py``          Sum, Mean, Var (std), Prod, Extremum (amax/amin, max/min),
                        LogSumExp, CumSum, Norm (norm, vector and matrix norms)

@@ -93,8 +93,8 @@ def _backward_kernel(a: Tensor | None, b: Tensor | None,
                      grad: np.ndarray) -> tuple[Tensor | None, Tensor | None]:
     """The rule of :class:`MatMul` for matrices on arrays: ``G Bᵀ`` and ``Aᵀ G`` (transposed
     operands are read in place)."""
-    da = None if b is None else from_numpy(product(grad, np.swapaxes(b.numpy(), -1, -2)))
-    db = None if a is None else from_numpy(product(np.swapaxes(a.numpy(), -1, -2), grad))
+    da = None if b is None else from_numpy(product(grad, b.numpy().mT))
+    db = None if a is None else from_numpy(product(a.numpy().mT, grad))
     return da, db
 
 
@@ -107,6 +107,12 @@ def matmul(input: Tensor, other: Tensor) -> Tensor:
     >>> (ta.ones(2, 3) @ ta.ones(3, 4)).shape
     (2, 4)
     """
+    if isinstance(input, Tensor) and isinstance(other, Tensor):
+        # The common case first: two matrices of one kernel dtype whose inner dims agree.
+        a, b = input._data, other._data
+        if a.ndim == 2 == b.ndim and a.shape[1] == b.shape[0] and a.dtype == b.dtype and \
+                a.dtype.char in "fd":
+            return MatMul.apply(input, other)
     check_tensor("matmul", "input", input)
     check_tensor("matmul", "other", other)
     if input.ndim == 0 or other.ndim == 0:

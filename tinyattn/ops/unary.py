@@ -184,7 +184,7 @@ class Reciprocal(Function):
 
 
 class Tanh(Function):
-    """``y = tanh x``; ``dx = g ⊙ (1 − y²)``."""
+    """``y = tanh x``; ``dx = g ⊙ (1 − y²)``, one op of its own: :class:`TanhBackward`."""
 
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
@@ -195,11 +195,39 @@ class Tanh(Function):
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         (y,) = ctx.saved_tensors
-        return grad * (1 - y * y)
+        return TanhBackward.apply(grad, y)
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"{operand(g)} ⊙ (1 − {out}²)"
+
+
+class TanhBackward(Function):
+    """tanh's backward as an op, as PyTorch's ``tanh_backward``: ``out = g ⊙ (1 − y²)`` from the
+    gradient ``g`` and tanh's output ``y`` (one op, not a square, a subtraction and a product).
+
+    Its own rule, for a second derivative: ``dg = h ⊙ (1 − y²)`` (itself again) and
+    ``dy = −2 h ⊙ g ⊙ y``, with ``h`` the gradient of ``out``.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, grad: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(grad if ctx.needs_input_grad[1] else None, y)
+        t = y.numpy()
+        return from_numpy(grad.numpy() * (1 - t * t))
+
+    @staticmethod
+    def backward(ctx: Context, h: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        grad, y = ctx.saved_tensors
+        need_grad, need_y = ctx.needs_input_grad
+        return (TanhBackward.apply(h, y) if need_grad else None,
+                -2 * h * grad * y if need_y else None)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 0:
+            return f"{operand(g)} ⊙ (1 − {operand(x[1])}²)"
+        return f"−2 {operand(g)} ⊙ {operand(x[0])} ⊙ {operand(x[1])}"
 
 
 class Sigmoid(Function):
@@ -217,11 +245,39 @@ class Sigmoid(Function):
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
         (y,) = ctx.saved_tensors
-        return grad * y * (1 - y)
+        return SigmoidBackward.apply(grad, y)
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"{operand(g)} ⊙ {out} ⊙ (1 − {out})"
+
+
+class SigmoidBackward(Function):
+    """sigmoid's backward as an op, as PyTorch's ``sigmoid_backward``: ``out = g ⊙ y ⊙ (1 − y)``
+    from the gradient ``g`` and sigmoid's output ``y``.
+
+    Its own rule, for a second derivative: ``dg = h ⊙ y ⊙ (1 − y)`` (itself again) and
+    ``dy = h ⊙ g ⊙ (1 − 2y)``, with ``h`` the gradient of ``out``.
+    """
+
+    @staticmethod
+    def forward(ctx: Context, grad: Tensor, y: Tensor) -> Tensor:
+        ctx.save_for_backward(grad if ctx.needs_input_grad[1] else None, y)
+        s = y.numpy()
+        return from_numpy(grad.numpy() * (s * (1 - s)))
+
+    @staticmethod
+    def backward(ctx: Context, h: Tensor) -> tuple[Tensor | None, Tensor | None]:
+        grad, y = ctx.saved_tensors
+        need_grad, need_y = ctx.needs_input_grad
+        return (SigmoidBackward.apply(h, y) if need_grad else None,
+                h * grad * (1 - 2 * y) if need_y else None)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        if slot == 0:
+            return f"{operand(g)} ⊙ {operand(x[1])} ⊙ (1 − {operand(x[1])})"
+        return f"{operand(g)} ⊙ {operand(x[0])} ⊙ (1 − 2{operand(x[1])})"
 
 
 class Relu(Function):
