@@ -1,7 +1,8 @@
 """Numba safety: every kernel under ``NUMBA_BOUNDSCHECK=1`` and ``NUMBA_DISABLE_JIT=1``, the
 serial and parallel drivers of :func:`~tinyattn.kernels.parallel.run_tasks` compiled and
 cached apart, task functions called by address (right types or a compile error, errors
-propagated), and tinyattn called from two Python threads at once.
+propagated), cached kernels loaded without numba's compiler, and tinyattn called from two
+Python threads at once.
 
 Each check runs in a fresh interpreter: the numba environment variables are read when numba
 is imported, and a crash (an out-of-bounds abort, a threading-layer abort) must fail the test
@@ -384,6 +385,47 @@ def test_the_parallel_driver_runs_on_every_thread_when_compiled_and_when_cached(
             assert report[path]["softmax_matches"], (run, path)
         assert report[counter] == 4, (run, report)  # every dispatcher, once
         assert report["hits" if run == "cold" else "misses"] == 0, (run, report)
+
+
+_COMPILER_MODULES = ("numba.np.linalg", "numba.np.arraymath", "numba.cpython.unicode")
+"""Modules numba imports when it readies its compiler (its "refresh"), and not before."""
+
+
+def load_softmax_then_compile_user_code() -> None:
+    """Run softmax (compiled, or loaded from numba's cache), note whether numba's compiler was
+    readied by then, then compile and run a numba function of the user's own; print one JSON
+    object."""
+    from tinyattn.kernels import softmax
+
+    x = np.random.default_rng(0).standard_normal((4, 8))
+    y = softmax.softmax_forward(x)
+    compiler_readied = [name for name in _COMPILER_MODULES if name in sys.modules]
+
+    @njit
+    def sorted_sum(a):
+        return np.sort(a.ravel()).sum()
+
+    print(json.dumps({
+        "softmax_matches": bool(np.allclose(y, softmax.softmax_forward_numpy(x), rtol=1e-12,
+                                            atol=1e-14)),
+        "compiler_readied": compiler_readied,
+        "user": float(sorted_sum(x)),
+        "expected": float(np.sort(x.ravel()).sum()),
+    }))
+
+
+def test_a_cached_kernel_loads_without_numba_compiler_and_user_code_still_compiles(tmp_path):
+    """A cold run compiles softmax, so numba readies its compiler; a warm run loads it from the
+    cache without (:mod:`tinyattn.kernels.jit`), and a numba function of the user's compiled
+    after that still works: numba's compile path readies the compiler itself."""
+    code = "import test_numba_safety as t; t.load_softmax_then_compile_user_code()"
+    for run, readied in (("cold", list(_COMPILER_MODULES)), ("warm", [])):
+        result = _run_child(code, {"NUMBA_CACHE_DIR": str(tmp_path)})
+        assert result.returncode == 0, result.stderr[-4000:]
+        report = json.loads(result.stdout.strip().splitlines()[-1])
+        assert report["compiler_readied"] == readied, run
+        assert report["softmax_matches"], run
+        assert report["user"] == pytest.approx(report["expected"], rel=1e-12), run
 
 
 def _parallel_wrapper_calls() -> list:

@@ -1,9 +1,10 @@
 """Numba kernels: pure functions on contiguous numpy arrays, each with a plain-numpy twin.
 
-Nothing here knows about ``Tensor``. Every kernel is compiled lazily (``@njit(cache=True)``) on
-first call, so importing this package compiles nothing. Inputs are validated by the callers in
-``tinyattn.ops`` / ``tinyattn.functional`` before a kernel runs: numba does not bounds-check.
-The kernel wrappers state what they rely on (dtype, shapes, index ranges) as ``assert``s.
+Nothing here knows about ``Tensor``. Every kernel is compiled lazily (``@jit``, numba's
+``@njit(cache=True)``: :mod:`.jit`) on first call, so importing this package compiles nothing.
+Inputs are validated by the callers in ``tinyattn.ops`` / ``tinyattn.functional`` before a
+kernel runs: numba does not bounds-check. The kernel wrappers state what they rely on (dtype,
+shapes, index ranges) as ``assert``s.
 """
 
 import numpy as np

@@ -24,17 +24,17 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from numba import njit
 
 from . import FLOAT_DTYPES
 from .compiled_only import compiled_only
+from .jit import jit
 from .parallel import chunk_of, element_chunks, run_tasks
 
 # Parameters with fewer elements than this are updated serially.
 _PARALLEL_MIN_SIZE = 8192
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _adam_update(p, g, m, v, coeffs, lerp_from_start):
     """Update one element and return ``(p, m, v)``; formulas as in the module docstring."""
     (decay, coupled_wd, avg_weight, avg_complement, beta2, one_minus_beta2, neg_step_size,

@@ -1,4 +1,5 @@
-"""``@compiled_only``: ``njit(cache=True)`` for a function that only compiled code calls.
+"""``@compiled_only``: :func:`~tinyattn.kernels.jit.jit` for a function that only compiled
+code calls.
 
 With the machine code of each jitted function, numba builds two entry points for callers
 outside compiled code: a CPython wrapper, which unboxes the Python arguments and boxes the
@@ -17,8 +18,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from numba import njit
 from numba.core.registry import CPUDispatcher
+
+from .jit import jit
 
 
 class CompiledOnlyDispatcher(CPUDispatcher):
@@ -32,14 +34,14 @@ class CompiledOnlyDispatcher(CPUDispatcher):
 
 
 def compiled_only(function: Callable | None = None, /, **options: Any) -> Any:
-    """``njit(cache=True, **options)`` without the Python and C entry points.
+    """``jit(**options)`` without the Python and C entry points.
 
     Use as ``@compiled_only`` or ``@compiled_only(fastmath={"reassoc"})``.
     """
-    jit = njit(cache=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)
+    compile_lazily = jit(no_cpython_wrapper=True, no_cfunc_wrapper=True, **options)
 
     def decorate(body: Callable) -> Any:
-        dispatcher = jit(body)
+        dispatcher = compile_lazily(body)
         if isinstance(dispatcher, CPUDispatcher):  # not the function itself (DISABLE_JIT)
             dispatcher.__class__ = CompiledOnlyDispatcher
         return dispatcher

@@ -29,9 +29,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
 
 from .compiled_only import compiled_only
+from .jit import jit
 from .parallel import run_tasks
 
 _GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -46,27 +46,27 @@ _TWO_POW_53 = 2.0**53
 _TWO_POW_MINUS_53 = 2.0**-53
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _mix64(x):
     x = (x ^ (x >> _SHIFT_30)) * _MIX_MUL_1
     x = (x ^ (x >> _SHIFT_27)) * _MIX_MUL_2
     return x ^ (x >> _SHIFT_31)
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def fold_key(state, key):
     """Fold one non-negative integer ``key`` into a uint64 ``state``: ``mix(state + (key+1)·γ)``."""
     return _mix64(state + (np.uint64(key) + _ONE) * _GAMMA)
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def keep_threshold(p):
     """``⌈p · 2⁵³⌉`` as a uint64: a state is kept (its uniform number is ``>= p``) when
     :func:`kept` says so. ``p = 0`` keeps every state, ``p = 1`` none."""
     return np.uint64(math.ceil(p * _TWO_POW_53))
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def kept(state, threshold):
     """Whether the uniform number of ``state``, ``top53(state) / 2⁵³``, is ``>= p`` for
     ``threshold = keep_threshold(p)``."""

@@ -26,8 +26,10 @@ import math
 
 import numpy as np
 from llvmlite import ir
-from numba import config, njit, types
+from numba import config, types
 from numba.extending import intrinsic, overload
+
+from .jit import jit
 
 _LOG2E = np.float32(1.4426950408889634)
 # ln 2 split so that n · _LN2_HI is exact for the |n| <= 127 used here.
@@ -80,7 +82,7 @@ if config.DISABLE_JIT:  # intrinsics only exist in compiled code
     _float_from_bits = _float_from_bits_python  # noqa: F811
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def exp_float32(x):
     """``e^x`` for a float32 ``x``, in float32 arithmetic: degree-7 polynomial in ``r``."""
     # e^x = 2^n · e^r with n = round(x / ln2), r = x − n·ln2 in [−ln2/2, ln2/2].
@@ -105,7 +107,7 @@ def exp_float32(x):
     return result
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def exp_float64(x, taylor):
     """``e^x`` for a float64 ``x`` with the Taylor coefficients ``taylor[k] = 1/k!`` of e^r.
 

@@ -97,11 +97,12 @@ from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import config, njit
+from numba import config
 
 from .aligned import aligned_empty
 from .compiled_only import compiled_only
 from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
+from .jit import jit
 from .parallel import kernel_section, run_tasks
 from .simd import (
     TileShape,
@@ -450,7 +451,7 @@ def _copy_block(src, si, sj, dst, di, dj, rows, cols):
             dst[di + r, dj + j] = src[si + r, sj + j]
 
 
-@njit(cache=True)
+@jit
 def _gemm_small(a, b, a_index, b_index, out):
     """Serial unpacked product for tiny inputs: ``out[o] = a[a_index[o]] @ b[b_index[o]]``.
 

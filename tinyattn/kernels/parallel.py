@@ -49,7 +49,7 @@ from typing import Any
 import numba
 import numpy as np
 from llvmlite import ir
-from numba import njit, prange
+from numba import prange
 from numba import types as nbtypes
 from numba._dispatcher import compute_fingerprint
 from numba.core import cgutils, config
@@ -57,6 +57,7 @@ from numba.extending import NativeValue, intrinsic, models, register_model, unbo
 from numba.np.ufunc import parallel as numba_parallel
 
 from .compiled_only import compiled_only
+from .jit import jit
 
 _THREADSAFE_LAYERS = ("tbb", "omp")
 _THREADSAFE_CHOICES = ("tbb", "omp", "safe", "threadsafe")
@@ -269,7 +270,7 @@ def _pack_and_drive(typingctx, launch, n_tasks, *args):
     return signature, codegen
 
 
-@njit(cache=True, no_cfunc_wrapper=True)  # called from Python
+@jit(no_cfunc_wrapper=True)  # called from Python
 def _launch(launch, n_tasks, *args):
     """Pack ``args`` on this stack frame and run the driver over them (see :func:`run_tasks`)."""
     _pack_and_drive(launch, n_tasks, *args)
@@ -378,14 +379,14 @@ def row_chunks(n_rows: int, parallel: bool) -> int:
     return max(1, min(n_rows, available_threads())) if parallel else 1
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def chunk_bounds(chunk, n_chunks, size):
     """``(start, stop)`` of chunk ``chunk`` when ``range(size)`` is cut into ``n_chunks``
     near-equal chunks."""
     return chunk * size // n_chunks, (chunk + 1) * size // n_chunks
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def chunk_of(x, n_chunks, chunk):
     """Chunk ``chunk`` of the 1-D array ``x`` cut into ``n_chunks`` near-equal chunks, as a view
     starting at index 0 (a loop over it needs no check for negative indices, so it vectorises).

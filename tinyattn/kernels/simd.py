@@ -75,11 +75,12 @@ from dataclasses import dataclass
 
 import numpy as np
 from llvmlite import ir
-from numba import config, njit, types
+from numba import config, types
 from numba.core import cgutils
 from numba.extending import intrinsic, models, register_model, typeof_impl
 
 from .cpu import vector_unit
+from .jit import jit
 
 
 @dataclass(frozen=True)
@@ -385,7 +386,7 @@ def tile_columns(dtype: np.dtype) -> int:
     return PRODUCT_TILE.columns(np.dtype(dtype).itemsize)
 
 
-@njit(cache=True)
+@jit
 def _tile_product_compiled(a, a_row0, b, b_col0, c, c_row0, c_col0, t0, t1, accumulate):
     """``c[c_row0 + r, c_col0 + x] (+)= Σ_{t0 <= t < t1} a[a_row0 + r, t] · b[t, b_col0 + x]``.
 

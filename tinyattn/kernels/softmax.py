@@ -25,18 +25,18 @@ import math
 from typing import Any
 
 import numpy as np
-from numba import njit
 
 from . import FLOAT_DTYPES
 from .compiled_only import compiled_only
 from .exp import fast_exp
+from .jit import jit
 from .parallel import chunk_bounds, row_chunks, run_tasks
 from .reductions import row_dot, row_sum
 
 _PARALLEL_MIN_ELEMENTS = 32768  # below this a serial pass beats waking the thread pool
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _row_max(x, i):
     m = -np.inf
     for j in range(x.shape[1]):
@@ -45,7 +45,7 @@ def _row_max(x, i):
     return m
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _fully_masked(x, i, m):
     """Whether row ``i`` (of maximum ``m``, NaN ignored) is all ``-inf``: no NaN in it either."""
     if m != -np.inf:
@@ -56,7 +56,7 @@ def _fully_masked(x, i, m):
     return True
 
 
-@njit(cache=True, inline="always")
+@jit(inline="always")
 def _exp_shifted_row(x, y, i, m):
     """Write ``e^(x[i] − m)`` into ``y[i]`` and return its sum, accumulated in float64."""
     for j in range(x.shape[1]):

@@ -10,10 +10,11 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import njit
+
+from .jit import jit
 
 
-@njit(cache=True)
+@jit
 def _erf_kernel(x, out):
     for i in range(x.size):
         out[i] = math.erf(x[i])
