@@ -518,6 +518,13 @@ def test_the_script_runs_on_every_core_unless_told_otherwise(tmp_path):
     assert one.stdout == "1\n"
 
 
+def test_a_run_loads_no_progress_bar_machinery(tmp_path):
+    # tqdm (and the asyncio, ssl and multiprocessing it imports) is for `tinyattn train`'s own
+    # bar; a script that does not import it does not pay for it in memory
+    script = write(tmp_path / "modules.py", "import sys, torch\nprint('tqdm' in sys.modules)\n")
+    assert tinyattn_run(script, cwd=tmp_path).stdout == "False\n"
+
+
 def test_bad_usage_of_run_exits_with_status_2(tmp_path):
     result = tinyattn_run("no_such_script.py", cwd=tmp_path)
     assert result.returncode == 2 and "can't open file 'no_such_script.py'" in result.stderr

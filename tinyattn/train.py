@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from . import inspect
 from .autograd import no_grad
@@ -130,6 +129,8 @@ def fit(
     >>> [step for step, _ in history["train"]]
     [1, 2, 3]
     """
+    from tqdm.auto import tqdm  # here: `tinyattn run` imports this module, never a bar
+
     optimizer = configure_optimizer(model, config)
     warmup = min(config.warmup_steps, config.steps // 5)  # short runs warm up for 20% of steps
     scheduler = CosineWarmup(optimizer, warmup, config.steps, min_lr=min(config.min_lr, config.lr))

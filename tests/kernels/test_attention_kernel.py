@@ -405,18 +405,25 @@ def test_serial_and_parallel_paths_agree_bitwise(dropout_p, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_the_heads_of_a_split_packed_projection_are_read_in_place(dtype):
+@pytest.mark.parametrize("pad", [0, 5, 15])
+def test_the_heads_of_a_split_packed_projection_are_read_in_place(dtype, pad):
     """nanoGPT's q, k, v = c_attn(x).split(C, dim=2), each viewed as heads: the kernels read
-    the packed rows where they are (no copy) and give the bits of contiguous inputs."""
+    the packed rows where they are (no copy) and give the bits of contiguous inputs, also when
+    the projection's memory starts ``pad`` values into its buffer (as an aligned buffer does,
+    :mod:`tinyattn.kernels.aligned`)."""
     B, T, H, D = 2, 9, 3, 4
     C = H * D
     rng = np.random.default_rng(3)
-    packed = rng.standard_normal((B * T, 3 * C)).astype(dtype)  # a Linear's (N, 3C) output
+    buffer = rng.standard_normal(B * T * 3 * C + 15).astype(dtype)
+    packed = buffer[pad : pad + B * T * 3 * C].reshape(B * T, 3 * C)  # a Linear's output
     q, k, v = (packed.reshape(B, T, 3 * C)[:, :, i * C:(i + 1) * C]
                .reshape(B, T, H, D).transpose(0, 2, 1, 3) for i in range(3))
     for i, x in enumerate((q, k, v)):
         rows, c0 = attention._token_rows(x)
-        assert np.shares_memory(rows, packed) and c0 == i * C and rows.shape == (B, T, 3 * C)
+        assert np.shares_memory(rows, packed) and rows.shape == (B, T, 3 * C)
+        assert c0 == i * C or pad  # the column in the projection's row, unless padded
+        np.testing.assert_array_equal(
+            rows[:, :, c0 : c0 + C].reshape(B, T, H, D).transpose(0, 2, 1, 3), x)
     dout = rng.standard_normal((B, H, T, D)).astype(dtype)
     copies = [np.ascontiguousarray(x) for x in (q, k, v)]
     out, lse = attention_forward(q, k, v, is_causal=True)

@@ -29,7 +29,7 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.
     row, by the kernel's tiles before they store."""
     if a.dtype.kind == "f" and (a.size * b.shape[-1] >= _KERNEL_MACS or a.ndim < b.ndim):
         return matmul_kernel(a, b, bias)
-    out = np.matmul(a, b)
+    out = np.dot(a, b) if a.ndim == 2 == b.ndim else np.matmul(a, b)  # dot: less overhead
     if bias is not None:
         out += bias
     return out
