@@ -526,10 +526,10 @@ def _token_rows(x: np.ndarray) -> tuple[np.ndarray, np.int64] | None:
         return None
     offset, rest = divmod(x.__array_interface__["data"][0] - owner.__array_interface__["data"][0],
                           item)
-    # Any column c0 with the rows inside the memory (0 <= offset − c0, offset − c0 + B·L·P <=
-    # its size) and the heads inside a row (c0 + H·W <= P) reads the same values. The column x
-    # starts at in a row of the memory is one (0, C, 2C above), unless the memory does not
-    # start at a row (an aligned buffer, :mod:`.aligned`, starts a few values in).
+    # Any column c0 that keeps the rows inside the memory (0 <= offset − c0, offset − c0 +
+    # B·L·P <= its size) and the heads inside a row (c0 + H·W <= P) reads the same values. The
+    # column where x starts in a row of the memory is one (0, C or 2C above), unless the memory
+    # does not start at a row: an aligned buffer (:mod:`.aligned`) starts a few values in.
     lowest, highest = max(0, offset + B * L * P - owner.size), min(offset, P - H * W)
     c0 = offset % P if P else 0
     if not lowest <= c0 <= highest:
