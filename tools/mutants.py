@@ -123,15 +123,15 @@ MUTANTS: list[Mutant] = [
            "x^p's rule forgets to lower the exponent: p·x^p instead of p·x^(p−1)",
            GRADCHECK, HIGHER),
     mutant("rule-tanh", "tinyattn/ops/unary.py",
-           "return grad * (1 - y * y)",
-           "return grad * (1 - y)",
-           "tanh's rule uses 1 − y instead of 1 − y²",
+           "return from_numpy(grad.numpy() * (1 - t * t))",
+           "return from_numpy(grad.numpy() * (1 - t))",
+           "tanh's backward op uses 1 − y instead of 1 − y²",
            GRADCHECK, HIGHER),
     mutant("rule-tanh-output-detached", "tinyattn/ops/unary.py",
-           "return grad * (1 - y * y)",
-           "return grad * (1 - y.detach() * y.detach())",
-           "tanh's rule reads its saved output detached: first derivatives are right, the "
-           "second (create_graph) loses the −2y·dy term",
+           "-2 * h * grad * y if need_y else None",
+           "None",
+           "tanh's backward op sends no gradient to tanh's output y: first derivatives are "
+           "right, the second (create_graph) loses the −2y·dy term",
            HIGHER, GRADCHECK),
     mutant("rule-sqrt", "tinyattn/ops/unary.py",
            "return grad / (2 * y)",
@@ -139,9 +139,15 @@ MUTANTS: list[Mutant] = [
            "sqrt's rule forgets the factor ½",
            GRADCHECK, HIGHER),
     mutant("rule-sigmoid", "tinyattn/ops/unary.py",
-           "return grad * y * (1 - y)",
-           "return grad * (1 - y)",
-           "sigmoid's rule drops the factor y of y(1 − y)",
+           "return from_numpy(grad.numpy() * (s * (1 - s)))",
+           "return from_numpy(grad.numpy() * (1 - s))",
+           "sigmoid's backward op drops the factor y of y(1 − y)",
+           GRADCHECK, HIGHER),
+    mutant("rule-sigmoid-second", "tinyattn/ops/unary.py",
+           "h * grad * (1 - 2 * y) if need_y else None",
+           "h * grad * (1 - y) if need_y else None",
+           "sigmoid's backward op differentiates y(1 − y) as 1 − y instead of 1 − 2y: first "
+           "derivatives are right, the second is not",
            GRADCHECK, HIGHER),
     mutant("rule-relu-kink", "tinyattn/ops/unary.py",
            "return where(y <= 0, 0.0, grad)",
@@ -216,7 +222,7 @@ MUTANTS: list[Mutant] = [
            "matmul's rule forgets to transpose B in dA = G Bᵀ",
            FAST, HIGHER),
     mutant("matmul-fast-transpose", "tinyattn/ops/matmul.py",
-           "da = None if b is None else from_numpy(product(grad, np.swapaxes(b.numpy(), -1, -2)))",
+           "da = None if b is None else from_numpy(product(grad, b.numpy().mT))",
            "da = None if b is None else from_numpy(product(grad, b.numpy()))",
            "matmul's fast path forgets to transpose B in dA = G Bᵀ",
            FAST, AUTOGRAD, GRADCHECK),
@@ -489,6 +495,20 @@ MUTANTS: list[Mutant] = [
            "the fused kernels key the dropout mask by the row within the key block instead of "
            "the key index (every block of 64 keys repeats the first's mask)",
            "tests/kernels/test_attention_kernel.py", "tests/test_attention.py"),
+    mutant("attn-kernel-packed-rows-shifted", "tinyattn/kernels/attention.py",
+           "    if not lowest <= c0 <= highest:\n"
+           "        c0 = lowest\n",
+           "",
+           "the kernels take a head's column in a token row from its offset alone, so the "
+           "heads of a packed projection whose buffer does not start at a row (an aligned "
+           "one) are not read in place but copied",
+           "tests/kernels/test_attention_kernel.py"),
+    mutant("jit-load-without-runtime", "tinyattn/kernels/jit.py",
+           "        rtsys.initialize(target_context)  # what cached code needs of the refresh\n",
+           "",
+           "a cached kernel loads without starting numba's runtime: its machine code calls "
+           "runtime functions that were never linked",
+           "tests/test_numba_safety.py"),
 
     # ---- the engine (tinyattn/autograd, tinyattn/tensor.py) -----------------------------------
     mutant("engine-unbroadcast-axis", "tinyattn/autograd/engine.py",
@@ -558,11 +578,11 @@ MUTANTS: list[Mutant] = [
            "gradient requires grad, not when a saved input does",
            "tests/test_custom_function.py", HIGHER),
     mutant("function-needs-input-grad-tensors-only", "tinyattn/autograd/function.py",
-           "needs = tuple([isinstance(a, tensor) and a._requires_grad\n"
-           "                                                  for a in args])",
-           "needs = tuple([a._requires_grad\n"
-           "                                                  for a in args "
-           "if isinstance(a, tensor)])",
+           "            else:\n"
+           "                needs.append(False)\n"
+           "                edges.append(None)\n",
+           "            else:\n"
+           "                edges.append(None)\n",
            "needs_input_grad leaves out the non-tensor arguments (one entry per tensor instead "
            "of one per argument)",
            "tests/test_custom_function.py", AUTOGRAD),
