@@ -17,6 +17,7 @@ Examples
 
 from __future__ import annotations
 
+import ctypes
 import math
 
 import numpy as np
@@ -30,7 +31,8 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     itemsize = np.dtype(dtype).itemsize
     size = math.prod(shape)  # (np.prod costs microseconds on a tuple: it makes an array first)
     raw = np.empty(size + ALIGNMENT // itemsize, dtype)
-    start = (-raw.ctypes.data % ALIGNMENT) // itemsize
+    address = ctypes.addressof(ctypes.c_char.from_buffer(raw))  # 0.2 µs; raw.ctypes.data 0.8
+    start = (-address % ALIGNMENT) // itemsize
     return raw[start:start + size].reshape(shape)
 
 
