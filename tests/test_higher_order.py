@@ -38,6 +38,13 @@ CASES = {
     "rsqrt": (lambda a: a.rsqrt(), lambda a: a.rsqrt(), [_arr(2, 3, positive=True)]),
     "tanh": (lambda a: a.tanh(), lambda a: a.tanh(), [_arr(2, 3)]),
     "sigmoid": (lambda a: a.sigmoid(), lambda a: a.sigmoid(), [_arr(2, 3)]),
+    # the backward ops of tanh and sigmoid as ops of their own (g, y), as PyTorch's
+    "tanh-backward": (lambda g, y: ta.ops.unary.TanhBackward.apply(g, y),
+                      lambda g, y: __import__("torch").ops.aten.tanh_backward(g, y),
+                      [_arr(2, 3), _arr(2, 3, low=-0.9, high=0.9)]),
+    "sigmoid-backward": (lambda g, y: ta.ops.unary.SigmoidBackward.apply(g, y),
+                         lambda g, y: __import__("torch").ops.aten.sigmoid_backward(g, y),
+                         [_arr(2, 3), _arr(2, 3, low=0.1, high=0.9)]),
     "relu": (lambda a: a.relu() * a, lambda a: a.relu() * a, [_arr(2, 3) + 0.05]),
     "abs": (lambda a: a.abs() * a, lambda a: a.abs() * a, [_arr(2, 3) + 0.05]),
     "sin-cos": (lambda a: a.sin() * a.cos(), lambda a: a.sin() * a.cos(), [_arr(2, 3)]),

@@ -317,7 +317,7 @@ def run_tasks(task: Any, n_tasks: int, *args: Any, parallel: bool) -> None:
     ``task`` is compiled once for the types of ``args`` (and an ``int64`` index) and called by
     address from the driver shared by every kernel (see the module docstring)::
 
-        @njit(cache=True)
+        @compiled_only  # a task function: only compiled code calls it
         def _double_row(x, out, row):
             out[row] = 2 * x[row]
 

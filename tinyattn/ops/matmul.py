@@ -19,8 +19,8 @@ from .arithmetic import mul
 from .notation import factor, right, transpose
 
 _KERNEL_MACS = 4096
-"""Float products of fewer multiply-adds than this run on numpy's matmul: for them the call
-into the kernel costs more than the arithmetic."""
+"""Float products of fewer multiply-adds than this run on numpy (``np.dot`` for matrices): for
+them the call into the kernel costs more than the arithmetic."""
 
 
 def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
