@@ -390,42 +390,70 @@ def test_the_parallel_driver_runs_on_every_thread_when_compiled_and_when_cached(
 _COMPILER_MODULES = ("numba.np.linalg", "numba.np.arraymath", "numba.cpython.unicode")
 """Modules numba imports when it readies its compiler (its "refresh"), and not before."""
 
+_NOTE_CODE_GENERATION = """
+import llvmlite.binding as ll
+from numba.core.codegen import CPUCodeLibrary
+generated = []
+def _noting(owner, name):
+    original = getattr(owner, name)
+    def noted(*args, **kwargs):
+        generated.append(name)
+        return original(*args, **kwargs)
+    setattr(owner, name, noted)
+_noting(ll.TargetMachine, "emit_assembly")  # the vector-width probe of kernels.cpu
+_noting(CPUCodeLibrary, "finalize")  # any library compiled from LLVM IR (numba's runtime's too)
+"""
+"""Child code run before tinyattn is imported: it notes, in ``generated``, every run of LLVM's
+code generator through the two ways in (a library compiled from IR, or assembly emitted)."""
 
-def load_softmax_then_compile_user_code() -> None:
+
+def load_softmax_then_compile_user_code(generated: list[str]) -> None:
     """Run softmax (compiled, or loaded from numba's cache), note whether numba's compiler was
-    readied by then, then compile and run a numba function of the user's own; print one JSON
-    object."""
+    readied and LLVM's code generator run by then, then compile and run a numba function of the
+    user's own that makes and returns an array; print one JSON object."""
     from tinyattn.kernels import softmax
+    from tinyattn.kernels.cpu import vector_unit
 
     x = np.random.default_rng(0).standard_normal((4, 8))
     y = softmax.softmax_forward(x)
     compiler_readied = [name for name in _COMPILER_MODULES if name in sys.modules]
+    code_generated = list(generated)
 
     @njit
-    def sorted_sum(a):
-        return np.sort(a.ravel()).sum()
+    def sorted_values(a):
+        return np.sort(a.ravel())
 
     print(json.dumps({
         "softmax_matches": bool(np.allclose(y, softmax.softmax_forward_numpy(x), rtol=1e-12,
                                             atol=1e-14)),
         "compiler_readied": compiler_readied,
-        "user": float(sorted_sum(x)),
-        "expected": float(np.sort(x.ravel()).sum()),
+        "code_generated": code_generated,
+        "vector_bytes": vector_unit().vector_bytes,
+        "user": sorted_values(x).tolist(),
+        "expected": np.sort(x.ravel()).tolist(),
     }))
 
 
 def test_a_cached_kernel_loads_without_numba_compiler_and_user_code_still_compiles(tmp_path):
-    """A cold run compiles softmax, so numba readies its compiler; a warm run loads it from the
-    cache without (:mod:`tinyattn.kernels.jit`), and a numba function of the user's compiled
-    after that still works: numba's compile path readies the compiler itself."""
-    code = "import test_numba_safety as t; t.load_softmax_then_compile_user_code()"
+    """A cold run compiles softmax, so numba readies its compiler, and LLVM's code generator
+    runs (softmax, numba's runtime library, the vector-width probe); a warm run loads softmax from
+    the cache without the compiler (:mod:`tinyattn.kernels.jit`) and generates no code at all:
+    the runtime's library and the probe's answer come from :mod:`~tinyattn.kernels.machine_cache`.
+    A numba function of the user's compiled after that still works: numba's compile path readies
+    the compiler itself, and links against the loaded runtime."""
+    code = (_NOTE_CODE_GENERATION
+            + "import test_numba_safety as t; t.load_softmax_then_compile_user_code(generated)")
+    reports = {}
     for run, readied in (("cold", list(_COMPILER_MODULES)), ("warm", [])):
         result = _run_child(code, {"NUMBA_CACHE_DIR": str(tmp_path)})
         assert result.returncode == 0, result.stderr[-4000:]
-        report = json.loads(result.stdout.strip().splitlines()[-1])
+        reports[run] = report = json.loads(result.stdout.strip().splitlines()[-1])
         assert report["compiler_readied"] == readied, run
         assert report["softmax_matches"], run
-        assert report["user"] == pytest.approx(report["expected"], rel=1e-12), run
+        assert report["user"] == report["expected"], run
+    assert {"emit_assembly", "finalize"} <= set(reports["cold"]["code_generated"])
+    assert reports["warm"]["code_generated"] == []
+    assert reports["warm"]["vector_bytes"] == reports["cold"]["vector_bytes"]
 
 
 def _parallel_wrapper_calls() -> list:

@@ -504,11 +504,27 @@ MUTANTS: list[Mutant] = [
            "one) are not read in place but copied",
            "tests/kernels/test_attention_kernel.py"),
     mutant("jit-load-without-runtime", "tinyattn/kernels/jit.py",
-           "        rtsys.initialize(target_context)  # what cached code needs of the refresh\n",
+           "        start_runtime(target_context)  # what cached code needs of the refresh\n",
            "",
            "a cached kernel loads without starting numba's runtime: its machine code calls "
            "runtime functions that were never linked",
            "tests/test_numba_safety.py"),
+    mutant("runtime-c-functions-unknown", "tinyattn/kernels/jit.py",
+           "        ll.add_symbol(name if name.startswith(\"_\") else \"NRT_\" + name, address)\n",
+           "        pass\n",
+           "the runtime starts without making its C functions known to LLVM's linker: the "
+           "runtime's own library and every kernel call functions that cannot be resolved",
+           "tests/test_numba_safety.py"),
+    mutant("machine-cache-unchecked", "tinyattn/kernels/machine_cache.py",
+           "return data if hashlib.sha256(data).digest() == digest else None",
+           "return data",
+           "a damaged or truncated file of saved machine code is read as if whole",
+           "tests/kernels/test_machine_cache.py"),
+    mutant("machine-cache-key-without-target", "tinyattn/kernels/machine_cache.py",
+           "key = repr((name, tuple(target), numba.__version__",
+           "key = repr((name, numba.__version__",
+           "saved machine code is keyed without numba's target: another CPU's code is loaded",
+           "tests/kernels/test_machine_cache.py"),
 
     # ---- the engine (tinyattn/autograd, tinyattn/tensor.py) -----------------------------------
     mutant("engine-unbroadcast-axis", "tinyattn/autograd/engine.py",

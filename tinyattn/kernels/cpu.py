@@ -12,7 +12,8 @@ cache with, so a kernel whose code depends only on :func:`vector_unit` is never 
 cache compiled for another vector unit. The width is not read off a feature list: LLVM is asked
 to compile a 64-byte vector multiply-add for that target, and the registers its assembly uses
 tell how wide a vector it keeps in one register (``zmm`` 64 bytes, ``ymm`` 32, ``xmm`` 16; a
-target that splits 512-bit vectors into two 256-bit halves answers 32).
+target that splits 512-bit vectors into two 256-bit halves answers 32). The answer is saved per
+target in numba's cache directory (:mod:`.machine_cache`) and read back by later processes.
 
 =====================  =============  =========
 LLVM emits             vector bytes   registers
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import llvmlite.binding as llvm
+
+from . import machine_cache
 
 # A multiply-add of two 64-byte vectors, stored: LLVM keeps it whole only if the target has
 # 64-byte registers (and does not prefer to split them).
@@ -105,6 +108,19 @@ def _emitted_vector_bytes(triple: str, cpu_name: str, features: str) -> int:
     return max((_X86_VECTOR_BYTES[name] for name in used), default=16)
 
 
+def _saved_vector_bytes(target: tuple[str, str, str]) -> int:
+    """:func:`_emitted_vector_bytes` for numba's ``target``, asked of LLVM once per target and
+    machine and kept in numba's cache directory (:mod:`.machine_cache`): running LLVM's code
+    generator maps in tens of MB of its library that a process loading cached kernels never
+    needs otherwise."""
+    saved = machine_cache.read("vector-bytes", target)
+    if saved in (b"16", b"32", b"64"):
+        return int(saved)
+    vector_bytes = _emitted_vector_bytes(*target)
+    machine_cache.write("vector-bytes", target, str(vector_bytes).encode())
+    return vector_bytes
+
+
 def _vector_extensions(features: str) -> frozenset[str]:
     enabled = (name[1:] for name in features.split(",") if name.startswith("+"))
     return frozenset(name for name in enabled if name.startswith(("sse", "avx", "fma")))
@@ -120,10 +136,10 @@ def vector_unit() -> VectorUnit:
     >>> unit.vector_bytes in (16, 32, 64) and unit.registers in (16, 32)
     True
     """
-    triple, cpu_name, features = _numba_target()
-    vector_bytes = _emitted_vector_bytes(triple, cpu_name, features)
+    target = _numba_target()
+    vector_bytes = _saved_vector_bytes(target)
     registers = 32 if vector_bytes == 64 else 16
-    return VectorUnit(cpu_name, _vector_extensions(features), vector_bytes, registers)
+    return VectorUnit(target[1], _vector_extensions(target[2]), vector_bytes, registers)
 
 
 @dataclass(frozen=True)

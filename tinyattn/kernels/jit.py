@@ -9,8 +9,13 @@ runtime (NRT, the reference counting of arrays). On a warm cache the refresh was
 part of what the first training step adds to the process: 0.1 s, and 26 MB resident. A kernel
 that does compile still gets the refresh, from numba's compile path itself.
 
-A dispatcher made by :func:`jit` loads its cached code after starting the runtime only. With a
-numba that lacks the methods this relies on, it keeps numba's own loading.
+A dispatcher made by :func:`jit` loads its cached code after starting the runtime only. The
+runtime has a small library of its own, compiled from LLVM IR when it starts (atomic reference
+counts, ``NRT_incref`` / ``NRT_decref``): :func:`start_runtime` compiles it once and saves its
+machine code (:mod:`.machine_cache`), and later processes load that as numba loads a cached
+kernel. Compiling it ran LLVM's optimiser and code generator in every process, and mapped in
+about 20 MB of LLVM's library that nothing else in a warm process touches. With a numba that
+lacks the methods this relies on, :func:`jit` keeps numba's own loading.
 """
 
 from __future__ import annotations
@@ -18,24 +23,75 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from llvmlite import binding as ll
 from numba import njit
+from numba.core import config
 from numba.core.caching import FunctionCache
+from numba.core.codegen import CPUCodeLibrary
+from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
-from numba.core.runtime import rtsys
+from numba.core.runtime import _nrt_python, nrtdynmod, rtsys
+
+from . import machine_cache
+
+_RUNTIME_LIBRARY = "nrt"  # the library's name in numba (``nrtdynmod.create_nrt_module``)
+
+
+@global_compiler_lock
+def start_runtime(target_context: Any) -> None:
+    """``rtsys.initialize(target_context)``, its library loaded from machine code saved by an
+    earlier process when there is one (compiled and saved otherwise).
+
+    What numba's ``initialize`` does, in its order: statistics on if ``NUMBA_NRT_STATS`` asks,
+    the runtime's C functions made known to LLVM's linker under their ``NRT_`` names, then the
+    library of atomics and reference counts, which calls them.
+    """
+    if rtsys._init:
+        return
+    if config.NRT_STATS:
+        _nrt_python.memsys_enable_stats()
+    for name, address in _nrt_python.c_helpers.items():
+        ll.add_symbol(name if name.startswith("_") else "NRT_" + name, address)
+    codegen = target_context.codegen()
+    target = codegen.magic_tuple()
+    saved = machine_cache.read("runtime", target)
+    if saved is not None:
+        length = int.from_bytes(saved[:8], "little")
+        object_code, bitcode = saved[8:8 + length], saved[8 + length:]
+        library = codegen.unserialize_library((_RUNTIME_LIBRARY, "object",
+                                               (object_code, bitcode)))
+    else:
+        module, library = nrtdynmod.create_nrt_module(target_context)
+        library.enable_object_caching()  # keep the machine code, to save it
+        library.add_ir_module(module)
+        library.finalize()
+        _, _, (object_code, bitcode) = library.serialize_using_object_code()
+        machine_cache.write("runtime", target,
+                            len(object_code).to_bytes(8, "little") + object_code + bitcode)
+    rtsys._library = library
+    rtsys._init = True
 
 
 class _LoadingCache(FunctionCache):
     """numba's on-disk cache of one function, loading without a refresh of the compiler."""
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
-        rtsys.initialize(target_context)  # what cached code needs of the refresh
+        start_runtime(target_context)  # what cached code needs of the refresh
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)
 
 
-_LEAN_LOADING = all(hasattr(FunctionCache, name) for name in (
-    "_load_overload", "_guard_against_spurious_io_errors")) and hasattr(rtsys, "initialize")
-"""Whether this numba has what :class:`_LoadingCache` calls (numba's private API)."""
+_LEAN_LOADING = (
+    all(hasattr(FunctionCache, name) for name in ("_load_overload",
+                                                  "_guard_against_spurious_io_errors"))
+    and hasattr(rtsys, "_init")
+    and all(hasattr(CPUCodeLibrary, name) for name in ("enable_object_caching",
+                                                       "serialize_using_object_code"))
+    and hasattr(nrtdynmod, "create_nrt_module")
+    and all(hasattr(_nrt_python, name) for name in ("c_helpers", "memsys_enable_stats"))
+)
+"""Whether this numba has what :class:`_LoadingCache` and :func:`start_runtime` call (numba's
+private API)."""
 
 
 def jit(function: Callable | None = None, /, **options: Any) -> Any:
