@@ -134,12 +134,34 @@ def _head(x, c0, b, h, width, n_heads, token_major):
     return x[b * n_heads + h]
 
 
+_TRANSPOSE_RUN = 8  # values of a row of the transpose written together (see _transpose)
+
+
+@compiled_only
+def _transpose(dst, src, scale):
+    """``dst[c, r] = scale · src[r, c]`` for every ``r, c`` of ``src (R, C)``.
+
+    In runs of :data:`_TRANSPOSE_RUN` rows of ``src``: for each column, the run's values are
+    written side by side into a row of ``dst``, so that the stores are contiguous and the run's
+    rows stay in L1 while their columns are read (a whole row of ``dst`` at a time would read
+    one cache line per value). ``dst``'s rows are the columns of a head (``q``, ``g`` of
+    ``(T, D)``: ``(D, T)``), or the rows of ``dq``'s head (from ``(D, T)``).
+    """
+    rows, columns = src.shape
+    whole = rows - rows % _TRANSPOSE_RUN
+    for r0 in range(0, whole, _TRANSPOSE_RUN):
+        for c in range(columns):
+            for r in range(r0, r0 + _TRANSPOSE_RUN):
+                dst[c, r] = src[r, c] * scale
+    for r in range(whole, rows):
+        for c in range(columns):
+            dst[c, r] = src[r, c] * scale
+
+
 @compiled_only
 def _transpose_into(dst, src, n, scale):
     """``dst[d, x] = scale · src[x, d]`` for ``x < n``; the columns of ``dst`` past ``n`` are 0."""
-    for x in range(n):
-        for d in range(src.shape[1]):
-            dst[d, x] = src[x, d] * scale
+    _transpose(dst, src[:n], scale)
     dst[:, n:] = 0.0
 
 
@@ -165,6 +187,17 @@ def _band_columns(j, query0, band_lo, band_hi, width):
     first = min(max(j + band_lo - query0, 0), width)
     stop = min(max(j + band_hi + 1 - query0, first), width)
     return first, stop
+
+
+@compiled_only
+def _vector_span(first, stop, lanes, width):
+    """``[lo, hi)``: the columns ``[first, stop)`` widened to whole vectors of ``lanes`` values
+    (``lo`` down, ``hi`` up, at most ``width``, a multiple of ``lanes``; ``lanes`` is a power of
+    two, so no division). A loop over it runs on whole vectors only, with no scalar remainder,
+    and masks the columns outside ``[first, stop)``: a causal band's rows start anywhere, and
+    their remainders, one value at a time, cost more than the vectors (with whole vectors the
+    forward at ``T = 64, D = 32`` takes a sixth less time)."""
+    return first & -lanes, min(width, (stop + lanes - 1) & -lanes)
 
 
 @compiled_only
@@ -273,6 +306,7 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
     dtype = q.dtype.type
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     threshold = keep_threshold(dropout_p)
+    lanes = tile_cols // 2  # a tile is two vectors wide
     n_query_blocks = -(-n_queries // block_q)
     b = task // (n_heads * n_query_blocks)
     h = task // n_query_blocks % n_heads
@@ -323,9 +357,11 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
             block_new[x] = block_run_max[x]
         for jj in range(nk):
             first, stop = _band_columns(j0 + jj, query0, band_lo, band_hi, n_cols)
-            row, row_new = st[jj, c0 + first : c0 + stop], block_new[first:stop]
-            for x in range(stop - first):
-                if row[x] > row_new[x]:
+            lo, hi = _vector_span(first, stop, lanes, n_cols)
+            row, row_new = st[jj, c0 + lo : c0 + hi], block_new[lo:hi]
+            inside_lo, inside_hi = first - lo, stop - lo
+            for x in range(hi - lo):
+                if inside_lo <= x < inside_hi and row[x] > row_new[x]:
                     row_new[x] = row[x]
         for x in range(n_cols):
             block_shift[x] = block_new[x] if block_new[x] > -np.inf else 0.0
@@ -334,12 +370,15 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
             block_run_sum[x] *= block_alpha[x]
         for jj in range(nk):
             first, stop = _band_columns(j0 + jj, query0, band_lo, band_hi, n_cols)
-            st[jj, c0 : c0 + first] = 0.0
-            st[jj, c0 + stop : c1] = 0.0
-            row, row_shift = st[jj, c0 + first : c0 + stop], block_shift[first:stop]
-            row_sum = block_run_sum[first:stop]
-            for x in range(stop - first):
+            lo, hi = _vector_span(first, stop, lanes, n_cols)
+            st[jj, c0 : c0 + lo] = 0.0
+            st[jj, c0 + hi : c1] = 0.0
+            row, row_shift = st[jj, c0 + lo : c0 + hi], block_shift[lo:hi]
+            row_sum = block_run_sum[lo:hi]
+            inside_lo, inside_hi = first - lo, stop - lo
+            for x in range(hi - lo):  # scores outside the band may be anything: masked
                 weight = fast_exp(row[x] - row_shift[x])
+                weight = weight if inside_lo <= x < inside_hi else dtype(0.0)
                 row[x] = weight
                 row_sum[x] += weight
         if dropout_p > 0.0:
@@ -385,6 +424,7 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
     scale_t = dtype(scale)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     threshold = keep_threshold(dropout_p)
+    lanes = tile_cols // 2  # a tile is two vectors wide
     b = task // n_kv_heads
     hk = task % n_kv_heads
     k_rows = _head(k, k_c0, b, hk, d_head, n_kv_heads, kv_tokens)  # (S, D)
@@ -441,11 +481,14 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
                     _add_bias(st, nk, _ZERO, n_cols, nq, bias, b, h, i0, j0, band_lo, band_hi)
                 for jj in range(nk):
                     first, stop = _band_columns(j0 + jj, i0, band_lo, band_hi, n_cols)
-                    st[jj, :first] = 0.0
-                    st[jj, stop:n_cols] = 0.0
-                    row, row_lse = st[jj, first:stop], lse_safe[i0 + first : i0 + stop]
-                    for x in range(stop - first):
-                        row[x] = fast_exp(row[x] - row_lse[x])
+                    lo, hi = _vector_span(first, stop, lanes, n_cols)
+                    st[jj, :lo] = 0.0
+                    st[jj, hi:n_cols] = 0.0
+                    row, row_lse = st[jj, lo:hi], lse_safe[i0 + lo : i0 + hi]
+                    inside_lo, inside_hi = first - lo, stop - lo
+                    for x in range(hi - lo):  # scores outside the band may be anything: masked
+                        weight = fast_exp(row[x] - row_lse[x])
+                        row[x] = weight if inside_lo <= x < inside_hi else dtype(0.0)
                 p_z = st
                 if dropout_p > 0.0:  # p ⊙ z, and dL/dp ⊙ z (zero outside the band)
                     _dropout_factors(z, _ZERO, n_cols, query_states[i0 : i0 + n_cols],
@@ -461,19 +504,20 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
                                       tile_cols)
                 for jj in range(nk):
                     first, stop = _band_columns(j0 + jj, i0, band_lo, band_hi, n_cols)
-                    dpt[jj, :first] = 0.0
-                    dpt[jj, stop:n_cols] = 0.0
-                    p_row, dp_row = st[jj, first:stop], dpt[jj, first:stop]
-                    row_delta = delta[i0 + first : i0 + stop]
-                    for x in range(stop - first):
-                        dp_row[x] = p_row[x] * (dp_row[x] - row_delta[x])
+                    lo, hi = _vector_span(first, stop, lanes, n_cols)
+                    dpt[jj, :lo] = 0.0
+                    dpt[jj, hi:n_cols] = 0.0
+                    p_row, dp_row = st[jj, lo:hi], dpt[jj, lo:hi]
+                    row_delta = delta[i0 + lo : i0 + hi]
+                    inside_lo, inside_hi = first - lo, stop - lo
+                    for x in range(hi - lo):
+                        ds = p_row[x] * (dp_row[x] - row_delta[x])
+                        dp_row[x] = ds if inside_lo <= x < inside_hi else dtype(0.0)
                 _over_queries_product(dk_acc, j0, nk, d_head, dpt[:nk, ::1], q_rows[i0 : i0 + nq],
                                       nq, j0, i0, band_lo, band_hi, tile_cols)
                 _over_keys_product(dq_t, i0, d_head, n_cols, k_block.T, dpt, _ZERO, nk, j0, i0,
                                    band_lo, band_hi, tile_cols)
-        for i in range(n_queries):
-            for d in range(d_head):
-                dq[b, i, h, d] = scale_t * dq_t[d, i]
+        _transpose(dq[b, :, h, :], dq_t[:d_head, :n_queries], scale_t)
     for j in range(n_keys):
         for d in range(d_head):
             dk[b, j, hk, d] = scale_t * dk_acc[j, d]
