@@ -90,3 +90,10 @@ def test_the_directory_is_the_one_numba_caches_the_kernels_in(tmp_path):
     printed = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                              text=True, check=True).stdout.strip()
     assert printed.startswith(str(tmp_path) + os.sep)
+
+
+def test_without_a_cache_directory_nothing_is_read_or_written(monkeypatch):
+    monkeypatch.setattr(machine_cache, "_locator", lambda: None)
+    machine_cache.write("runtime", TARGET, b"data")  # must not raise
+    assert machine_cache.path("runtime", TARGET) is None
+    assert machine_cache.read("runtime", TARGET) is None

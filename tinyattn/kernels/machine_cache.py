@@ -39,21 +39,32 @@ def _anchor() -> None:
 
 @functools.cache
 def _locator():
-    """numba's cache locator for this package (the same choice numba makes for its kernels)."""
-    return FunctionCache(_anchor)._impl.locator
+    """numba's cache locator for this package (the same choice numba makes for its kernels), or
+    None where numba finds no usable directory."""
+    try:
+        return FunctionCache(_anchor)._impl.locator
+    except RuntimeError:
+        return None
 
 
-def path(name: str, target: tuple[str, ...]) -> Path:
-    """The file holding ``name`` for numba's ``target`` (triple, CPU name, feature string)."""
+def path(name: str, target: tuple[str, ...]) -> Path | None:
+    """The file holding ``name`` for numba's ``target`` (triple, CPU name, feature string), or
+    None without a cache directory."""
+    locator = _locator()
+    if locator is None:
+        return None
     key = repr((name, tuple(target), numba.__version__, llvmlite.__version__))
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return Path(_locator().get_cache_path()) / f"tinyattn-{name}-{digest}.bin"
+    return Path(locator.get_cache_path()) / f"tinyattn-{name}-{digest}.bin"
 
 
 def read(name: str, target: tuple[str, ...]) -> bytes | None:
     """What :func:`write` saved for ``name`` and ``target``, or None (missing or damaged)."""
+    file = path(name, target)
+    if file is None:
+        return None
     try:
-        blob = path(name, target).read_bytes()
+        blob = file.read_bytes()
     except OSError:
         return None
     digest, data = blob[:_DIGEST_BYTES], blob[_DIGEST_BYTES:]
@@ -64,6 +75,8 @@ def write(name: str, target: tuple[str, ...], data: bytes) -> None:
     """Save ``data`` for ``name`` and ``target``; an unwritable directory only means that the
     next process makes it again."""
     destination = path(name, target)
+    if destination is None:
+        return
     temporary = destination.with_name(f"{destination.name}.tmp.{uuid.uuid4().hex[:16]}")
     try:
         _locator().ensure_cache_path()
