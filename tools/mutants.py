@@ -503,6 +503,32 @@ MUTANTS: list[Mutant] = [
            "heads of a packed projection whose buffer does not start at a row (an aligned "
            "one) are not read in place but copied",
            "tests/kernels/test_attention_kernel.py"),
+    mutant("attn-kernel-span-forward", "tinyattn/kernels/attention.py",
+           "            st[jj, c0 + lo : c0 + first] = -np.inf  # the span outside the band: "
+           "weight 0\n",
+           "",
+           "the forward's softmax runs over whole vectors but leaves the scores of the span "
+           "before the band's first column as computed: masked keys get weight",
+           "tests/kernels/test_attention_kernel.py"),
+    mutant("attn-kernel-span-backward", "tinyattn/kernels/attention.py",
+           "                    st[jj, :first] = 0.0  # scores outside the band may be anything\n",
+           "",
+           "the backward recomputes the weights over whole vectors and keeps those of the "
+           "span before the band's first column: dV gets terms of masked keys",
+           "tests/kernels/test_attention_kernel.py"),
+    mutant("attn-kernel-span-rounding", "tinyattn/kernels/attention.py",
+           "min(width, (stop + lanes - 1) & -lanes)",
+           "min(width, stop & -lanes)",
+           "the whole-vector span of a row is rounded down at its end: the band's last "
+           "columns get no weight",
+           "tests/kernels/test_attention_kernel.py"),
+    mutant("attn-kernel-transpose-tail", "tinyattn/kernels/attention.py",
+           "    for x in range(whole, n):\n        for d in range(src.shape[1]):\n"
+           "            dst[d, x] = src[x, d] * scale\n",
+           "",
+           "the transposed copy of q and g moves whole runs of 8 queries only: the last "
+           "T mod 8 queries keep stale values",
+           "tests/kernels/test_attention_kernel.py"),
     mutant("jit-load-without-runtime", "tinyattn/kernels/jit.py",
            "        start_runtime(target_context)  # what cached code needs of the refresh\n",
            "",
