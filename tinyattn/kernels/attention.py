@@ -187,10 +187,10 @@ def _vector_span(first, stop, lanes, width):
     (``lo`` down, ``hi`` up, at most ``width``, a multiple of ``lanes``; ``lanes`` is a power of
     two, so no division). A loop over it runs on whole vectors only, with no scalar remainder:
     a causal band's rows start anywhere, and their remainders, one value at a time, cost more
-    than the vectors (with whole vectors the forward at ``T = 64, D = 32`` takes a sixth less
-    time). No mask in the loop either (a mask on every vector made ``T = 1024`` 6% slower):
-    the few columns of the span outside the band are set to ``−inf`` before the forward's
-    softmax, whose weights there come out 0, and to 0 after the backward's loops."""
+    than the vectors (at ``T = 64, D = 32``, one thread, the forward takes 8.6 instead of 9.8 µs
+    per head). No mask in the loop either (a mask on every vector made ``T = 1024`` up to 6%
+    slower): the few columns of the span outside the band are set to ``−inf`` before the
+    forward's softmax, whose weights there come out 0, and to 0 after the backward's loops."""
     return first & -lanes, min(width, (stop + lanes - 1) & -lanes)
 
 
