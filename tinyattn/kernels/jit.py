@@ -14,7 +14,7 @@ runtime has a small library of its own, compiled from LLVM IR when it starts (at
 counts, ``NRT_incref`` / ``NRT_decref``): :func:`start_runtime` compiles it once and saves its
 machine code (:mod:`.machine_cache`), and later processes load that as numba loads a cached
 kernel. Compiling it ran LLVM's optimiser and code generator in every process, and mapped in
-about 20 MB of LLVM's library that nothing else in a warm process touches. With a numba that
+about 28 MB of LLVM's library that nothing else in a warm process touches. With a numba that
 lacks the methods this relies on, :func:`jit` keeps numba's own loading.
 """
 
@@ -27,7 +27,7 @@ from llvmlite import binding as ll
 from numba import njit
 from numba.core import config
 from numba.core.caching import FunctionCache
-from numba.core.codegen import CPUCodeLibrary
+from numba.core.codegen import CPUCodegen, CPUCodeLibrary
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime import _nrt_python, nrtdynmod, rtsys
@@ -87,6 +87,7 @@ _LEAN_LOADING = (
     and hasattr(rtsys, "_init")
     and all(hasattr(CPUCodeLibrary, name) for name in ("enable_object_caching",
                                                        "serialize_using_object_code"))
+    and all(hasattr(CPUCodegen, name) for name in ("magic_tuple", "unserialize_library"))
     and hasattr(nrtdynmod, "create_nrt_module")
     and all(hasattr(_nrt_python, name) for name in ("c_helpers", "memsys_enable_stats"))
 )

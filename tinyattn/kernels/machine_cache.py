@@ -4,9 +4,10 @@ Two things a process would otherwise make with LLVM's code generator every time 
 numba's runtime library (the reference counting that compiled code calls, :mod:`.jit`) and the
 width of the vectors LLVM keeps whole in a register (:func:`~.cpu.vector_unit`). Kernels
 themselves come from numba's on-disk cache, but these two were compiled again in every process,
-and running the code generator once maps in about 30 MB of LLVM's shared library (its
-optimisation passes and instruction selection) that loading cached machine code never touches.
-So each is made once, saved here, and read back by every later process.
+and running the code generator maps in pages of LLVM's shared library (its optimisation passes
+and instruction selection) that loading cached machine code never touches: 16 MB for the probe
+and 28 MB for the runtime's library, each measured alone, largely the same pages. So each is
+made once, saved here, and read back by every later process.
 
 A file's name holds its purpose and a digest of what its contents depend on: numba's target
 (triple, CPU name, feature string, the tuple numba keys its own cache with) and the numba and
