@@ -28,17 +28,17 @@ the power basis. An error ``ε`` in the exponent is a relative error ``ε`` in
 and ``Φ(0) = ½`` exact. Beyond ``a = A``, ``t`` is held at its end value; ``e^(−a²)`` is then
 below the smallest result the dtype can hold.
 
-- float32 (``A = 9.5``, 10 terms), evaluated in float32 arithmetic (8 lanes per SIMD register,
-  polynomials by Estrin's scheme, ``e^(...)`` by the float32 exponential behind ``fast_exp``, called
-  directly so that its multiply-adds are fused as in the rest of the loop): exponent error ≤ 7.3e-9
-  (fit) and ≤ 8e-8 after float32 rounding. ``x²`` is split as ``x_hi² + x_lo (|x| + x_hi)`` with
-  ``x_hi`` (``|x|`` rounded to 12 bits) squared exactly, so the exponent is rounded once, by at most
-  half an ulp of ``a² ≈ x² / 2`` (4.8e-7 relative at ``x = −5``, 3.8e-6 at ``x = −13``). The
-  backward pass gets ``φ = e · M(t) / √(2π)`` from a second 10-term fit ``M(t) = t e^(−a²) /
-  erfc(a)`` (error ≤ 2.4e-7) instead of a second exponential. Measured on ``[−13, 10]``: relative
-  error of ``y`` ≤ 7.3e-7 for ``x ≥ −5`` and ≤ 4.2e-6 below, error of ``dy/dx`` ≤ 1.4e-7 of ``max(1,
-  |dy/dx|)``. Exponents below −87 are flushed to zero (``y = 0`` for ``x`` below about −13.1, where
-  ``|y| < 2e-38``).
+- float32 (``A = 9.5``, 10 terms), evaluated in float32 arithmetic (8 lanes per SIMD register with
+  AVX2, 16 with AVX-512; polynomials by Estrin's scheme, ``e^(...)`` by the float32 exponential
+  behind ``fast_exp``, called directly so that its multiply-adds are fused as in the rest of the
+  loop): exponent error ≤ 7.3e-9 (fit) and ≤ 8e-8 after float32 rounding. ``x²`` is split as ``x_hi²
+  + x_lo (|x| + x_hi)`` with ``x_hi`` (``|x|`` rounded to 12 bits) squared exactly, so the exponent
+  is rounded once, by at most half an ulp of ``a² ≈ x² / 2`` (4.8e-7 relative at ``x = −5``, 3.8e-6
+  at ``x = −13``). The backward pass gets ``φ = e · M(t) / √(2π)`` from a second 10-term fit ``M(t)
+  = t e^(−a²) / erfc(a)`` (error ≤ 2.4e-7) instead of a second exponential. Measured on ``[−13,
+  10]``: relative error of ``y`` ≤ 7.3e-7 for ``x ≥ −5`` and ≤ 4.2e-6 below, error of ``dy/dx`` ≤
+  1.4e-7 of ``max(1, |dy/dx|)``. Exponents below −87 are flushed to zero (``y = 0`` for ``x`` below
+  about −13.1, where ``|y| < 2e-38``).
 - float64 (``A = 27``, 25 terms, ``Q`` split as ``low(y) + y^13 · high(y)`` so that each Horner
   loop is unrolled and vectorised; see :func:`_power_pieces`), evaluated in float64 with
   ``exp_float64`` of degree 13: exponent error ≤ 4.4e-16; measured relative error of ``y``
