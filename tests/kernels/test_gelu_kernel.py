@@ -63,6 +63,16 @@ def test_gelu_edge_values(dtype, approximate):
     np.testing.assert_allclose(gelu_forward(tiny, approximate), 0.5e-30, rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("approximate", APPROXIMATIONS)
+def test_gelu_carries_nan_to_the_output_and_the_gradient(dtype, approximate):
+    x = np.array([np.nan, 1.0, -np.nan, -3.0] * 5, dtype=dtype)  # whole vectors and a tail
+    nan = np.isnan(x)
+    y, dx = gelu_forward(x, approximate), gelu_backward(x, np.ones_like(x), approximate)
+    assert np.isnan(y[nan]).all() and np.isnan(dx[nan]).all()
+    assert np.isfinite(y[~nan]).all() and np.isfinite(dx[~nan]).all()
+
+
 def test_gelu_float32_erf_is_accurate_on_a_dense_grid():
     x = np.linspace(-8, 8, 20001)
     exact = np.array([0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x])

@@ -30,15 +30,17 @@ below the smallest result the dtype can hold.
 
 - float32 (``A = 9.5``, 10 terms), evaluated in float32 arithmetic (8 lanes per SIMD register with
   AVX2, 16 with AVX-512; polynomials by Estrin's scheme, ``e^(...)`` by the float32 exponential
-  behind ``fast_exp``, called directly so that its multiply-adds are fused as in the rest of the
-  loop): exponent error ≤ 7.3e-9 (fit) and ≤ 8e-8 after float32 rounding. ``x²`` is split as ``x_hi²
-  + x_lo (|x| + x_hi)`` with ``x_hi`` (``|x|`` rounded to 12 bits) squared exactly, so the exponent
-  is rounded once, by at most half an ulp of ``a² ≈ x² / 2`` (4.8e-7 relative at ``x = −5``, 3.8e-6
-  at ``x = −13``). The backward pass gets ``φ = e · M(t) / √(2π)`` from a second 10-term fit ``M(t)
-  = t e^(−a²) / erfc(a)`` (error ≤ 2.4e-7) instead of a second exponential. Measured on ``[−13,
-  10]``: relative error of ``y`` ≤ 7.3e-7 for ``x ≥ −5`` and ≤ 4.2e-6 below, error of ``dy/dx`` ≤
-  1.4e-7 of ``max(1, |dy/dx|)``. Exponents below −87 are flushed to zero (``y = 0`` for ``x`` below
-  about −13.1, where ``|y| < 2e-38``).
+  behind ``fast_exp`` without its overflow and NaN checks (the exponent is at most about 0, and
+  ``x`` carries a NaN to the result), called directly so that its multiply-adds are fused as in
+  the rest of the loop; ``t`` mapped to ``y`` by one multiply-add): exponent error ≤ 7.3e-9 (fit)
+  and ≤ 8e-8 after float32 rounding. ``x²`` is split as ``x_hi² + x_lo (|x| + x_hi)`` with
+  ``x_hi`` (``|x|`` rounded to 12 bits) squared exactly, so the exponent is rounded once, by at
+  most half an ulp of ``a² ≈ x² / 2`` (4.8e-7 relative at ``x = −5``, 3.8e-6 at ``x = −13``). The
+  backward pass gets ``φ = e · M(t) / √(2π)`` from a second 10-term fit ``M(t) = t e^(−a²) /
+  erfc(a)`` (error ≤ 2.4e-7) instead of a second exponential. Measured on ``[−13, 10]``: relative
+  error of ``y`` ≤ 7.3e-7 for ``x ≥ −5`` and ≤ 4.2e-6 below, error of ``dy/dx`` ≤ 1.4e-7 of
+  ``max(1, |dy/dx|)``. Exponents below −87 are flushed to zero (``y = 0`` for ``x`` below about
+  −13.1, where ``|y| < 2e-38``).
 - float64 (``A = 27``, 25 terms, ``Q`` split as ``low(y) + y^13 · high(y)`` so that each Horner
   loop is unrolled and vectorised; see :func:`_power_pieces`), evaluated in float64 with
   ``exp_float64`` of degree 13: exponent error ≤ 4.4e-16; measured relative error of ``y``
@@ -62,8 +64,9 @@ from . import FLOAT_DTYPES
 from .aligned import aligned_empty_like
 from .compiled_only import compiled_only
 
-# exp_float32 rather than fast_exp: an inlined function takes this module's fastmath flags
-from .exp import EXP_TAYLOR_13, exp_float32, exp_float64, fast_exp
+# exp_float32_no_overflow rather than fast_exp: an inlined function takes this module's
+# fastmath flags
+from .exp import EXP_TAYLOR_13, exp_float32_no_overflow, exp_float64, fast_exp
 from .inline import always_inline
 from .parallel import chunk_of, element_chunks, run_tasks
 from .simd import prefer_full_width
@@ -110,20 +113,20 @@ def _power_pieces(chebyshev_coeffs: tuple) -> tuple[tuple, tuple]:
 
 
 def _interval_map(a_max: float) -> tuple[float, float]:
-    """``(t_min, 1 / (1 − t_min))`` with ``t_min = 2 / (2 + A)``: maps ``[t_min, 1]`` to
-    ``[−1, 1]`` as ``y = (2t − 1 − t_min) / (1 − t_min)``."""
+    """``(scale, offset)`` of the map of ``[t_min, 1]`` onto ``[−1, 1]``, ``t_min = 2 / (2 + A)``:
+    ``y = (2t − 1 − t_min) / (1 − t_min) = t · scale + offset``, one multiply-add."""
     t_min = 2.0 / (2.0 + a_max)
-    return t_min, 1.0 / (1.0 - t_min)
+    return 2.0 / (1.0 - t_min), -(1.0 + t_min) / (1.0 - t_min)
 
 
-# float64: (low, high, A, t_min, 1 / (1 − t_min)) for :func:`_normal_cdf_float64`.
+# float64: (low, high, A, scale, offset) for :func:`_normal_cdf_float64`.
 _SERIES_FLOAT64 = (*_power_pieces(_Q_FLOAT64), _A_MAX_FLOAT64, *_interval_map(_A_MAX_FLOAT64))
 # float32: every constant is a float32, so that no operation is promoted to float64.
 _F32 = np.float32
 _Q_POWER_FLOAT32 = tuple(_F32(c) for c in chebyshev.cheb2poly(_Q_FLOAT32))
 _DENSITY_POWER_FLOAT32 = tuple(_F32(c * _INV_SQRT_2PI)
                                for c in chebyshev.cheb2poly(_MILLS_FLOAT32))
-_T_MIN_FLOAT32, _INV_WIDTH_FLOAT32 = (_F32(v) for v in _interval_map(_A_MAX_FLOAT32))
+_Y_SCALE_FLOAT32, _Y_OFFSET_FLOAT32 = (_F32(v) for v in _interval_map(_A_MAX_FLOAT32))
 # e^(−x²/2) is flushed to zero beyond |x| ≈ 13.1; clamping |x| keeps x² finite.
 _ABS_X_MAX_FLOAT32 = _F32(14.0)
 # |x| + 2^15 − 2^15 rounds |x| <= 14 to a multiple of 2^-8: 12 bits, so its square is exact
@@ -159,9 +162,9 @@ def _estrin_10(coeffs, y):
 def _normal_cdf_float64(x):
     """Φ(x) for a float64 ``x`` (module docstring): ``½ erfc(|x| / √2)`` or its complement."""
     always_inline()
-    low, high, a_max, t_min, inv_width = _SERIES_FLOAT64
+    low, high, a_max, y_scale, y_offset = _SERIES_FLOAT64
     t = 2.0 / (2.0 + min(abs(x) * _INV_SQRT_2, a_max))
-    y = (2.0 * t - 1.0 - t_min) * inv_width  # [t_min, 1] -> [-1, 1]
+    y = t * y_scale + y_offset  # [t_min, 1] -> [-1, 1]
     y_13 = y * y * y
     y_13 = y_13 * y_13 * y_13 * y_13 * y
     q = _horner(low, y) + y_13 * _horner(high, y)
@@ -177,12 +180,14 @@ def _erfc_parts_float32(x):
     abs_x = min(abs(x), _ABS_X_MAX_FLOAT32)
     a = min(abs_x * _F32(_INV_SQRT_2), _F32(_A_MAX_FLOAT32))
     t = _TWO / (_TWO + a)
-    y = (_TWO * t - _ONE - _T_MIN_FLOAT32) * _INV_WIDTH_FLOAT32  # [t_min, 1] -> [-1, 1]
+    y = t * _Y_SCALE_FLOAT32 + _Y_OFFSET_FLOAT32  # [t_min, 1] -> [-1, 1]
     # x² = x_hi² + x_lo (|x| + x_hi): the large part exact, the small one to float32 accuracy
     x_hi = (abs_x + _SPLIT_SHIFT) - _SPLIT_SHIFT
     x_lo = abs_x - x_hi
     small = _HALF * a * t * _estrin_10(_Q_POWER_FLOAT32, y) - _HALF * x_lo * (abs_x + x_hi)
-    return t, exp_float32(small - _HALF * x_hi * x_hi), y
+    # the exponent, log(erfc(a) / t), is at most about 0: no overflow. A NaN x reaches the
+    # callers' results through x itself.
+    return t, exp_float32_no_overflow(small - _HALF * x_hi * x_hi), y
 
 
 @compiled_only(error_model="numpy", fastmath={"contract"})
