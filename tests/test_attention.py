@@ -422,3 +422,38 @@ def test_layer_forward_errors_name_the_problem():
         mha(x, leaf((2, 3, 4), 0), leaf((2, 5, 4), 0))
     with pytest.raises(ValueError, match=r"SelfAttention: x must have shape \(B, T, 6\)"):
         ta.nn.SelfAttention(6, 2)(x)
+
+
+def test_a_packed_projection_gets_its_gradient_from_attention_without_a_copy(monkeypatch):
+    """nanoGPT's ``q, k, v = c_attn(x).split(C, dim=2)``: the fused backward writes dq, dk, dv
+    side by side and the split passes them on as one array; the weights' gradients are those of
+    contiguous copies of q, k, v (whose split backward concatenates)."""
+    from tinyattn.ops import index
+
+    joined = []
+
+    def spy(grads, dim):
+        result = original(grads, dim)
+        joined.append(result is not None)
+        return result
+
+    original = index._joined_in_place
+    monkeypatch.setattr(index, "_joined_in_place", spy)
+    B, T, H, D = 2, 5, 3, 4
+    C = H * D
+    x = ta.from_numpy(np.random.default_rng(1).standard_normal((B, T, C)))
+    grads = []
+    for copy in (False, True):
+        layer = ta.nn.Linear(C, 3 * C, dtype=ta.float64)
+        layer.weight.data = ta.from_numpy(np.linspace(-1, 1, 3 * C * C).reshape(3 * C, C))
+        layer.bias.data = ta.from_numpy(np.linspace(-0.5, 0.5, 3 * C))
+        pieces = [p.view(B, T, H, D).transpose(1, 2) for p in layer(x).split(C, dim=2)]
+        if copy:
+            pieces = [p.contiguous() for p in pieces]
+        y = sdpa(*pieces, is_causal=True, impl="fused")
+        (y * y).sum().backward()
+        grads.append((layer.weight.grad.numpy(), layer.bias.grad.numpy()))
+    assert joined == [True, False]
+    for got, expected in zip(grads[0], grads[1], strict=True):
+        np.testing.assert_array_equal(got, expected)
+

@@ -190,6 +190,29 @@ def test_split_and_chunk_gradients(shape, seed, data):
     assert ta.gradcheck(lambda t: t.chunk(chunks, dim=dim), (x,))
     # only some pieces used: the others get no gradient (zeros)
     assert ta.gradcheck(lambda t: t.split(size, dim=dim)[0] * 2, (x,))
+    # the pieces' gradients side by side in memory (the split's backward takes them as they
+    # are), and in reverse order (concatenated)
+    assert ta.gradcheck(lambda t: ta.cat(t.split(size, dim=dim), dim=dim), (x,))
+    assert ta.gradcheck(lambda t: ta.cat(t.split(size, dim=dim)[::-1], dim=dim), (x,))
+
+
+def test_split_backward_joins_side_by_side_gradients_without_a_copy():
+    from tinyattn.ops.index import _joined_in_place
+
+    whole = np.arange(24.0).reshape(2, 12)
+    pieces = [ta.from_numpy(whole[:, a:b]) for a, b in ((0, 5), (5, 6), (6, 12))]
+    joined = _joined_in_place(pieces, 1)
+    np.testing.assert_array_equal(joined, whole)
+    assert np.shares_memory(joined, whole)
+    assert _joined_in_place(pieces[::-1], 1) is None  # out of order
+    assert _joined_in_place([pieces[0], pieces[2]], 1) is None  # a gap between them
+    assert _joined_in_place([pieces[0], None], 1) is None  # a piece without a gradient
+    rows = [ta.from_numpy(whole[:1]), ta.from_numpy(whole[1:])]
+    np.testing.assert_array_equal(_joined_in_place(rows, 0), whole)
+    copy = ta.from_numpy(whole[:, 5:6].copy())
+    assert _joined_in_place([pieces[0], copy], 1) is None  # other memory
+    spread = ta.from_numpy(np.broadcast_to(whole[:, :1], (2, 3)))
+    assert _joined_in_place([spread, spread], 1) is None  # broadcast: no memory of its own
 
 
 @given(pair=broadcastable_pair(), seed=seeds)

@@ -430,8 +430,8 @@ MUTANTS: list[Mutant] = [
            "the attention kernels' register tile product stops one term short",
            "tests/kernels/test_simd_tile.py", "tests/kernels/test_attention_kernel.py"),
     mutant("exp-kernel-range-reduction", "tinyattn/kernels/exp.py",
-           "n = np.floor(clamped * _LOG2E + _HALF)",
-           "n = np.floor(clamped * _LOG2E)",
+           "n = np.floor(x * _LOG2E + _HALF)",
+           "n = np.floor(x * _LOG2E)",
            "float32 fast_exp truncates n = x / ln 2 instead of rounding it (r leaves "
            "[−ln2/2, ln2/2], the polynomial loses accuracy)",
            "tests/kernels/test_exp_kernel.py", "tests/kernels/test_softmax_kernel.py"),
@@ -446,8 +446,8 @@ MUTANTS: list[Mutant] = [
            "the fused attention forward kernel forgets the score scale",
            "tests/kernels/test_attention_kernel.py"),
     mutant("attn-kernel-dk-scale", "tinyattn/kernels/attention.py",
-           "dk[b, j, hk, d] = scale_t * dk_acc[j, d]",
-           "dk[b, j, hk, d] = dk_acc[j, d]",
+           "dk[b, j, dk_h0 + hk, d] = scale_t * dk_acc[j, d]",
+           "dk[b, j, dk_h0 + hk, d] = dk_acc[j, d]",
            "the fused attention backward kernel forgets the score scale in dK",
            "tests/kernels/test_attention_kernel.py", FAST),
     mutant("attn-kernel-gqa-head", "tinyattn/kernels/attention.py",
@@ -503,6 +503,18 @@ MUTANTS: list[Mutant] = [
            "heads of a packed projection whose buffer does not start at a row (an aligned "
            "one) are not read in place but copied",
            "tests/kernels/test_attention_kernel.py"),
+    mutant("attn-kernel-packed-overlap", "tinyattn/kernels/attention.py",
+           "            any(end != c0 for end, (c0, _) in zip(ends, spans[1:])) or \\\n",
+           "",
+           "q, k and v from overlapping columns (one view given three times) get their "
+           "gradients written into one buffer: they overwrite each other",
+           "tests/kernels/test_attention_kernel.py"),
+    mutant("split-joined-unchecked-address", "tinyattn/ops/index.py",
+           "                or a.__array_interface__[\"data\"][0] != address:",
+           ":",
+           "the split's backward joins its pieces' gradients in place without checking that "
+           "each starts where the one before ends: pieces out of order get the wrong values",
+           GRADCHECK),
     mutant("attn-kernel-span-forward", "tinyattn/kernels/attention.py",
            "            st[jj, c0 + lo : c0 + first] = -np.inf  # the span outside the band: "
            "weight 0\n",
@@ -814,8 +826,8 @@ SANITY: list[Mutant] = [
     # a kernel that inlines a mutated helper from another file is compiled again: the softmax
     # kernels inline fast_exp, and numba's own cache check looks at softmax.py only
     mutant("sanity-inlined-kernel-recompiled", "tinyattn/kernels/exp.py",
-           "    result = poly * two_pow_n\n    if x < _EXP_LOWEST:",
-           "    result = poly * two_pow_n * np.float32(1.5)\n    if x < _EXP_LOWEST:",
+           "    return poly * two_pow_n\n",
+           "    return poly * two_pow_n * np.float32(1.5)\n",
            "float32 fast_exp is 1.5 times too large (blatant; seen only through the log-softmax "
            "kernel's compiled code)",
            "tests/kernels/test_softmax_kernel.py"),

@@ -404,6 +404,13 @@ def test_serial_and_parallel_paths_agree_bitwise(dropout_p, monkeypatch):
         np.testing.assert_array_equal(serial, threaded)
 
 
+def _owner(x):
+    """The array that owns the memory ``x`` views."""
+    while x.base is not None:
+        x = x.base
+    return x
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("pad", [0, 5, 15])
 def test_the_heads_of_a_split_packed_projection_are_read_in_place(dtype, pad):
@@ -430,11 +437,65 @@ def test_the_heads_of_a_split_packed_projection_are_read_in_place(dtype, pad):
     expected_out, expected_lse = attention_forward(*copies, is_causal=True)
     np.testing.assert_array_equal(out, expected_out)
     np.testing.assert_array_equal(lse, expected_lse)
-    for got, expected in zip(attention_backward(q, k, v, out, lse, dout, is_causal=True),
-                             attention_backward(*copies, out, lse, dout, is_causal=True)):
+    grads = attention_backward(q, k, v, out, lse, dout, is_causal=True)
+    separate = attention_backward(*copies, out, lse, dout, is_causal=True)
+    for got, expected in zip(grads, separate, strict=True):
         np.testing.assert_array_equal(got, expected)
+    # dq, dk, dv are the pieces of one (B, T, 3C) array, in the columns of q, k, v
+    whole = _owner(grads[0])
+    assert all(_owner(g) is whole for g in grads)
+    assert whole.shape == (B, T, 3 * C) and whole.flags.c_contiguous
+    for i, g in enumerate(grads):
+        np.testing.assert_array_equal(
+            whole[:, :, i * C:(i + 1) * C].reshape(B, T, H, D).transpose(0, 2, 1, 3), g)
+    assert not any(np.shares_memory(a, b) for a in separate for b in separate if a is not b)
     # head-major memory is not token rows: it is read as (B·H, L, W) instead
     assert attention._token_rows(np.zeros((1, 2, 3, 4))) is None
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2), (1, 2, 0)])
+def test_packed_gradients_follow_the_projection_s_layout_with_grouped_heads(order):
+    """A fused projection of H query heads and Hkv key/value heads, its pieces in any order:
+    the gradients fill one array laid out as the projection, bitwise those of copies."""
+    B, T, H, Hkv, D = 2, 7, 4, 2, 3
+    widths = (H * D, Hkv * D, Hkv * D)
+    rng = np.random.default_rng(5)
+    packed = rng.standard_normal((B, T, sum(widths)))
+    starts = {}
+    column = 0
+    for piece in order:  # pieces laid out in this order along the row
+        starts[piece] = column
+        column += widths[piece]
+    q, k, v = (packed[:, :, starts[i]:starts[i] + widths[i]]
+               .reshape(B, T, -1, D).transpose(0, 2, 1, 3) for i in range(3))
+    dout = rng.standard_normal((B, H, T, D))
+    out, lse = attention_forward(q, k, v, is_causal=True)
+    grads = attention_backward(q, k, v, out, lse, dout, is_causal=True)
+    copies = [np.ascontiguousarray(x) for x in (q, k, v)]
+    for got, expected in zip(grads, attention_backward(*copies, out, lse, dout, is_causal=True),
+                             strict=True):
+        np.testing.assert_array_equal(got, expected)
+    whole = _owner(grads[0]).reshape(B, T, sum(widths))
+    assert all(_owner(g) is _owner(grads[0]) for g in grads)
+    for i, g in enumerate(grads):
+        np.testing.assert_array_equal(
+            whole[:, :, starts[i]:starts[i] + widths[i]].reshape(B, T, -1, D)
+            .transpose(0, 2, 1, 3), g)
+
+
+def test_one_token_major_view_as_q_k_and_v_gets_three_gradients():
+    """Self-attention on one projection (q, k and v the same view): the three gradients are
+    written apart, not into one buffer, and are those of three copies."""
+    B, T, H, D = 2, 6, 2, 4
+    rows = np.random.default_rng(7).standard_normal((B, T, H * D))  # a projection's output
+    x = rows.reshape(B, T, H, D).transpose(0, 2, 1, 3)
+    dout = np.random.default_rng(8).standard_normal((B, H, T, D))
+    out, lse = attention_forward(x, x, x, is_causal=True)
+    grads = attention_backward(x, x, x, out, lse, dout, is_causal=True)
+    copies = [np.ascontiguousarray(x) for _ in range(3)]
+    for got, expected in zip(grads, attention_backward(*copies, out, lse, dout, is_causal=True),
+                             strict=True):
+        np.testing.assert_array_equal(got, expected)
 
 
 def test_non_contiguous_inputs_are_accepted():

@@ -63,7 +63,10 @@ returned as ``(B, H, T, ·)`` views (as PyTorch's flash attention returns its ou
 heads are merged back without a copy (``out.transpose(1, 2).reshape(B, T, H·Dv)`` is a view)
 and, in a model, no copy is made on the way in or out, forward or backward: the graph keeps
 one array for a projection's output and the attention's saved ``q``, ``k`` or ``v`` (likewise
-for ``out`` and the output projection's input). A token-major head's rows are ``H·D`` apart;
+for ``out`` and the output projection's input). When ``q``, ``k`` and ``v`` are the pieces of
+one packed projection (``qkv.split(C, dim=2)``), ``dq``, ``dk``, ``dv`` are written into one
+buffer of that layout, which the split's backward passes on as the gradient of ``qkv``
+instead of concatenating the three. A token-major head's rows are ``H·D`` apart;
 they are read as scalars or copied into the blocks, so only the tile products' C-contiguous
 operands are ever loaded as vectors.
 
@@ -403,15 +406,17 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
 
 
 @compiled_only
-def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, dout, dout_c0,
-                      dout_tokens, bias, has_bias, band_lo, band_hi, scale, dropout_p, seed,
-                      block_q, block_k, tile_cols, dq, dk, dv, task):
+def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_heads, out,
+                      lse, dout, dout_c0, dout_tokens, bias, has_bias, band_lo, band_hi, scale,
+                      dropout_p, seed, block_q, block_k, tile_cols, dq, dk, dv, dq_h0, dk_h0,
+                      dv_h0, task):
     """Backward of one (batch, key/value head) task: ``dq`` of its query heads, its ``dk, dv``
-    (``out`` and the gradients token-major; ``q``, ``k``, ``v``, ``dout`` as :func:`_head`
-    reads them, by their flags)."""
+    (``out`` token-major; ``q``, ``k``, ``v``, ``dout`` as :func:`_head` reads them, by their
+    flags; the gradients token-major, head ``h`` of ``dq`` at ``dq[b, :, dq_h0 + h]``, and so
+    on)."""
     prefer_full_width()
-    n_batch, n_queries, n_heads, d_head = dq.shape
-    n_keys, n_kv_heads, d_value = dv.shape[1], dv.shape[2], dv.shape[3]
+    n_batch, n_queries, n_heads, d_value = out.shape
+    n_keys = k.shape[1]  # (B, S, P) token rows or (B·Hkv, S, D) heads
     group = n_heads // n_kv_heads
     dtype = q.dtype.type
     scale_t = dtype(scale)
@@ -508,12 +513,12 @@ def _backward_kv_head(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, out, lse, 
                                    band_lo, band_hi, tile_cols)
         for i in range(n_queries):
             for d in range(d_head):
-                dq[b, i, h, d] = scale_t * dq_t[d, i]
+                dq[b, i, dq_h0 + h, d] = scale_t * dq_t[d, i]
     for j in range(n_keys):
         for d in range(d_head):
-            dk[b, j, hk, d] = scale_t * dk_acc[j, d]
+            dk[b, j, dk_h0 + hk, d] = scale_t * dk_acc[j, d]
         for e in range(d_value):
-            dv[b, j, hk, e] = dv_acc[j, e]
+            dv[b, j, dv_h0 + hk, e] = dv_acc[j, e]
 
 
 def _band(is_causal: bool, window_size: int | None, T: int, S: int) -> tuple[int, int]:
@@ -695,7 +700,9 @@ def attention_backward(
     ``dv = (p⊙z)ᵀ dout``, ``ds = p ⊙ ((dout vᵀ) ⊙ z − δ)``, ``dq = scale · ds k``,
     ``dk = scale · dsᵀ q`` (the module docstring derives ``δ``); ``dk`` and ``dv`` have the
     shapes of ``k`` and ``v``, each key/value head summing the gradients of its query heads,
-    laid out token-major in memory like ``out``. The other arguments must be those given to
+    laid out token-major in memory like ``out``; when ``q``, ``k``, ``v`` are the pieces of one
+    packed projection, their gradients are the pieces of one array laid out as it is
+    (:func:`_packed_columns`). The other arguments must be those given to
     :func:`attention_forward`.
     """
     name = "attention_backward"
@@ -709,10 +716,50 @@ def attention_backward(
     out = np.ascontiguousarray(out.transpose(0, 2, 1, 3))  # (B, T, H, Dv), as written
     dout_rows, dout_c0, dout_tokens = _laid_out(dout)
     lse = np.ascontiguousarray(lse)
-    dq, dk, dv = (np.empty((B, n, h, d), q.dtype) for n, h, d in ((T, H, D), (S, Hkv, D),
-                                                                  (S, Hkv, Dv)))
+    heads, sizes = (H, Hkv, Hkv), (D, D, Dv)
+    columns = None
+    if q_tokens and kv_tokens:
+        columns = _packed_columns((q, k, v), (q_rows, k_rows, v_rows), heads, sizes)
+    if columns is None:  # one (B, L, heads, d) array per gradient
+        grads = [np.empty((B, n, h, d), q.dtype) for n, h, d in zip((T, S, S), heads, sizes)]
+        first_heads = (_ZERO,) * 3
+    else:  # one buffer laid out as q, k, v are, each gradient in its input's columns
+        rows = np.empty(q_rows.shape, q.dtype)  # (B, T, P)
+        grads = [rows.reshape(B, T, -1, d) for d in sizes]  # P / d heads of d values
+        first_heads = tuple(np.int64(c0 // d) for c0, d in zip(columns, sizes))
     parallel = _parallel(B * Hkv, B * H * T * S * (D + Dv))
     run_tasks(_backward_kv_head, B * Hkv, q_rows, k_rows, v_rows, q_c0, k_c0, v_c0, q_tokens,
-              kv_tokens, out, lse, dout_rows, dout_c0, dout_tokens, *options, dq, dk, dv,
-              parallel=parallel)
-    return tuple(x.transpose(0, 2, 1, 3) for x in (dq, dk, dv))
+              kv_tokens, np.int64(D), np.int64(Hkv), out, lse, dout_rows, dout_c0, dout_tokens,
+              *options, *grads, *first_heads, parallel=parallel)
+    return tuple(x[:, :, h0 : h0 + h].transpose(0, 2, 1, 3)  # (B, heads, L, d) views
+                 for x, h0, h in zip(grads, first_heads, heads, strict=True))
+
+
+def _packed_columns(pieces: tuple[np.ndarray, ...], rows: tuple[np.ndarray, ...],
+                    heads: tuple[int, ...], sizes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The columns of ``q``, ``k``, ``v`` in a row of one buffer, when their token ``rows`` are
+    that buffer's and they fill each row side by side (nanoGPT's ``q, k, v = qkv.split(C,
+    dim=2)``), each starting at a multiple of its head size; else None.
+
+    The gradients are then written into one buffer of the same layout: ``dq``, ``dk``, ``dv``
+    are the pieces of the gradient of ``qkv``, and the split's backward takes that buffer as it
+    is instead of concatenating copies (:class:`~tinyattn.ops.index.Split`). The columns come
+    from the pieces' addresses (the rows of an aligned buffer may start a few values before
+    the memory, see :func:`_token_rows`).
+    """
+    width = rows[0].shape[2]
+    if not rows[0].shape == rows[1].shape == rows[2].shape or rows[0].size == 0 or \
+            any(d == 0 or width % d for d in sizes):
+        return None
+    addresses = [x.__array_interface__["data"][0] for x in pieces]
+    offsets = [address - min(addresses) for address in addresses]
+    if any(offset % pieces[0].itemsize for offset in offsets):
+        return None
+    columns = [offset // pieces[0].itemsize for offset in offsets]
+    spans = sorted((c0, h * d) for c0, h, d in zip(columns, heads, sizes))
+    ends = [c0 + span for c0, span in spans]
+    if spans[0][0] != 0 or ends[-1] != width or \
+            any(end != c0 for end, (c0, _) in zip(ends, spans[1:])) or \
+            any(c0 % d for c0, d in zip(columns, sizes)):
+        return None
+    return tuple(columns)

@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import dtypes
-from ..autograd import Context, Function
+from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_int, is_number, normalize_dim
@@ -276,7 +276,9 @@ class Split(Function):
 
     One op for all the pieces, as nanoGPT's ``q, k, v = qkv.split(C, dim=2)``: the backward
     writes the gradient of ``x`` once, instead of one zero-filled ``x``-sized gradient per
-    piece summed by the engine.
+    piece summed by the engine. When the ``g_i`` already lie side by side in one array, that
+    array is ``dx`` and nothing is copied: the fused attention writes ``dq``, ``dk``, ``dv``
+    so for a packed ``qkv`` (:func:`~tinyattn.kernels.attention.attention_backward`).
     """
 
     view = True
@@ -295,11 +297,41 @@ class Split(Function):
 
     @staticmethod
     def backward(ctx: Context, *grads: Tensor) -> Tensor:
+        if not is_grad_enabled():  # fast path: pieces written side by side need no copy
+            whole = _joined_in_place(grads, ctx.dim)
+            if whole is not None:
+                return from_numpy(whole)
         return Cat.apply(*grads, dim=ctx.dim)
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"cat({g} of each piece, dim {node.dim})"
+
+
+def _joined_in_place(grads: tuple[Tensor | None, ...], dim: int) -> np.ndarray | None:
+    """The concatenation of ``grads`` along ``dim`` without a copy, when they already lie side by
+    side in memory: each starts where the one before ends along ``dim``, with the same strides
+    (the attention kernel writes ``dq``, ``dk``, ``dv`` so for a packed ``qkv``). None otherwise.
+
+    Every element of the result is an element of one of the pieces, so the view stays inside
+    their memory.
+    """
+    if any(g is None for g in grads):
+        return None
+    arrays = [g.numpy() for g in grads]
+    first = arrays[0]
+    if first.strides[dim] == 0:  # broadcast along dim: not memory of its own
+        return None
+    address = first.__array_interface__["data"][0]
+    for a in arrays:
+        if a.strides != first.strides or a.dtype != first.dtype or \
+                a.shape[:dim] != first.shape[:dim] or a.shape[dim + 1:] != first.shape[dim + 1:] \
+                or a.__array_interface__["data"][0] != address:
+            return None
+        address += a.shape[dim] * a.strides[dim]
+    shape = list(first.shape)
+    shape[dim] = sum(a.shape[dim] for a in arrays)
+    return np.lib.stride_tricks.as_strided(first, tuple(shape), first.strides)
 
 
 class Stack(Function):
