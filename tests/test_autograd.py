@@ -258,11 +258,19 @@ def test_grad_mode_is_per_thread():
     assert seen == [True]
 
 
-def test_a_leaf_keeps_a_fresh_gradient_without_copying_it_but_never_shares_one():
+def test_a_leaf_keeps_a_fresh_gradient_without_copying_it_but_never_shares_one(monkeypatch):
     x = ta.randn(3, 4, requires_grad=True)
     w = ta.randn(4, 5, requires_grad=True)
     (x @ w).sum().backward()
     assert w.grad.numpy().base is None  # the product's own array, not a copy of it
+    # also a product kernel's output, a view of its own cache-line-aligned buffer
+    big = ta.randn(64, 32, requires_grad=True)
+    copies = []
+    real_array = np.array
+    monkeypatch.setattr(np, "array", lambda *a, **k: copies.append(k) or real_array(*a, **k))
+    (ta.randn(16, 64) @ big).sum().backward()
+    monkeypatch.undo()
+    assert big.grad.numpy().base is not None and not any(k.get("copy") for k in copies)
     # a gradient the caller passed in is copied: changing .grad leaves it alone
     a = ta.randn(3, requires_grad=True)
     g = ta.ones(3)
@@ -280,3 +288,10 @@ def test_a_leaf_keeps_a_fresh_gradient_without_copying_it_but_never_shares_one()
     (r * 2.0).sum().backward()
     r.grad.numpy()[0] = -1.0
     assert seen[0].tolist() == [2.0, 2.0, 2.0]
+    # likewise when the leaves' gradients are views of the gradient the hook keeps
+    c, d = ta.randn(4, requires_grad=True), ta.randn(4, requires_grad=True)
+    joined = ta.cat([c, d])
+    joined.register_hook(lambda grad: seen.append(grad))
+    (joined * 3.0).sum().backward()
+    c.grad.numpy()[0] = -1.0
+    assert seen[1].tolist() == [3.0] * 8

@@ -16,6 +16,7 @@ An in-place change of a leaf that requires grad is refused, as in PyTorch.
 
 from __future__ import annotations
 
+import sys
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -328,13 +329,13 @@ class Tensor(TensorMethods):
 
     def _accumulate_grad(self, grad: Tensor, owned: bool = False) -> None:
         """Add ``grad`` into ``.grad``. A first gradient is copied, unless the engine says
-        nothing else can see its array (``owned``): then, as PyTorch does, ``.grad`` takes
-        that array as it is."""
+        nothing else holds its array (``owned``) and no other array reaches its memory
+        (:func:`_private`): then, as PyTorch does, ``.grad`` takes that array as it is."""
         if grad.requires_grad:  # create_graph: keep the graph of the gradient
             self._grad = grad if self._grad is None else self._grad + grad
         elif self._grad is None:
             array = grad._data
-            if not (owned and array.base is None and array.dtype == self.dtype
+            if not (owned and _private(array) and array.dtype == self.dtype
                     and array.flags.c_contiguous and array.flags.writeable):
                 array = np.array(array, dtype=self.dtype, copy=True)
             self._grad = Tensor._from_op(array, None)
@@ -482,6 +483,16 @@ class Tensor(TensorMethods):
             raise ShapeError(f"mT: tensor.mT is only supported on matrices or batches of "
                              f"matrices, got a {self.ndim}-D tensor of shape {self.shape}")
         return _ops.transpose(self, -2, -1)
+
+
+def _private(array: np.ndarray) -> bool:
+    """Whether ``array``'s memory is its own: it owns it, or it is the only array that refers to
+    the buffer it views (as the kernels' cache-line-aligned outputs are,
+    :func:`~tinyattn.kernels.aligned.aligned_empty`)."""
+    base = array.base
+    # the references to a buffer only ``array`` views: its .base, this name, getrefcount's argument
+    return base is None or (type(base) is np.ndarray and base.base is None
+                            and sys.getrefcount(base) == 3)
 
 
 def _keep_original(ctx: autograd.Context, x: Tensor) -> None:

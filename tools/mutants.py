@@ -603,6 +603,18 @@ MUTANTS: list[Mutant] = [
            "an in-place op does not bump the version counter (a saved tensor changed in place "
            "goes unnoticed)",
            "tests/test_inplace.py", "tests/test_custom_function.py"),
+    mutant("leaf-grad-shared-buffer-kept", "tinyattn/tensor.py",
+           "                            and sys.getrefcount(base) == 3)",
+           "                            and sys.getrefcount(base) >= 3)",
+           "a leaf keeps, without a copy, a gradient that views a buffer other arrays also "
+           "view: writing to .grad changes a gradient a hook kept",
+           AUTOGRAD),
+    mutant("engine-last-gradients-held", "tinyattn/autograd/engine.py",
+           "        input_grads = grads = g = data = sent = held = None\n",
+           "",
+           "the engine still holds the last node's gradients when it hands gradients to the "
+           "leaves: they look shared, and a leaf copies its gradient instead of keeping it",
+           AUTOGRAD),
     mutant("engine-topological-order", "tinyattn/autograd/engine.py",
            "            order.append(node)\n    order.reverse()\n",
            "            order.append(node)\n",
