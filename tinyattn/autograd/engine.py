@@ -228,7 +228,8 @@ def run_backward(
                 on_node(node, tuple(None if g is None else g._data for g in grads), tuple(sent))
             if not retain_graph:
                 node.free()
-        # the loop's last gradients are not held by anyone: let go of them before the check below
+        # these names still refer to the last node's gradients: drop them, or the check below
+        # would count them as other holders and the leaves would copy their gradients
         input_grads = grads = g = data = sent = held = None
         while leaf_grads:
             _, (tensor, grad) = leaf_grads.popitem()
