@@ -10,6 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numba
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -357,7 +358,8 @@ OTHER_TARGET = textwrap.dedent(
     worst = 0.0
     for dtype in (np.float32, np.float64):
         nr = mm.TILE.columns(np.dtype(dtype).itemsize)
-        for m, k, n in [(mm.MR, 40, nr), (4 * mm.MR + 1, 300, 3 * nr - 1), (50, 70, 2 * nr + 1)]:
+        for m, k, n in [(mm.MR, 40, nr), (4 * mm.MR + 1, 300, 3 * nr - 1), (50, 70, 2 * nr + 1),
+                        (40 * mm.MR + 1, 300, 2 * nr)]:  # the last: tasks copy B's panels
             a = rng.standard_normal((2, m, k)).astype(dtype)
             b = rng.standard_normal((k, n)).astype(dtype)
             for left, right in [(a, b), (a.swapaxes(1, 2).copy().swapaxes(1, 2), b.T.copy().T)]:
@@ -406,6 +408,69 @@ def test_the_bias_is_added_to_the_finished_sum(dtype, m, k, n, a_transposed):
     np.testing.assert_array_equal(matmul(a, b, bias), matmul(a, b) + bias)
     batch = random(rng, (3, m, k), dtype)
     np.testing.assert_array_equal(matmul(batch, b, bias), matmul(batch, b) + bias)
+
+
+def test_a_b_wider_than_a_is_tall_is_shared_out_by_its_columns(monkeypatch):
+    """N > M: one tile column per task (each thread reads its part of B); N <= M: up to
+    ``nc_panels`` tile columns per task, the rows shared out."""
+    splits = []
+
+    def run(task, *args, **options):
+        if task is matmul_module._gemm_block:
+            splits.append(args[-1])  # n_blocks
+        return run_tasks(task, *args, **options)
+
+    run_tasks = matmul_module.run_tasks
+    monkeypatch.setattr(matmul_module, "run_tasks", run)
+    nr = TILE.columns(4)
+    panels_per_task = blocking(matmul_module.data_caches(), TILE, 4).nc_panels
+    rng = np.random.default_rng(3)
+    wide = random(rng, (64, 8 * nr), np.float32)
+    for m in (4 * MR, 8 * nr, 8 * nr + 1):  # N > M, N = M, N < M
+        assert_matches_numpy(random(rng, (m, 64), np.float32), wide)
+    assert splits == [8, -(-8 // panels_per_task), -(-8 // panels_per_task)]
+
+
+def _copied_panels(monkeypatch) -> list[bool]:
+    """Record, for each product of the tile, whether its tasks copy the panels of B."""
+    flags: list[bool] = []
+
+    def run(task, *args, **options):
+        if task is matmul_module._gemm_block:
+            flags.append(args[5])  # (n_tasks, a, a_transposed, b_rows, b_panels, copy_panels, ...)
+        return run_tasks(task, *args, **options)
+
+    run_tasks = matmul_module.run_tasks
+    monkeypatch.setattr(matmul_module, "run_tasks", run)
+    return flags
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("k_rows", ["one row", "a few rows", "several k-blocks"])
+@pytest.mark.parametrize("a_transposed", [False, True])
+def test_panels_copied_by_each_task_give_the_product_read_in_place(monkeypatch, dtype, k_rows,
+                                                                   a_transposed):
+    """When each task runs enough tile rows, it copies its panels of a row-major B before
+    running over them: numpy's product up to rounding, and bitwise the one that reads B in
+    place (the same operations in the same order), bias and a B shared by a batch included."""
+    itemsize = np.dtype(dtype).itemsize
+    nr, kc = TILE.columns(itemsize), blocking(matmul_module.data_caches(), TILE, itemsize).kc
+    k = {"one row": 1, "a few rows": MR + 1, "several k-blocks": 2 * kc + 5}[k_rows]
+    tasks = matmul_module._TASKS_PER_THREAD * numba.get_num_threads()
+    m = 4 * MR * tasks + 5  # at least 4 tile rows per task
+    rng = np.random.default_rng(k + m)
+    a = random(rng, (2, k, m), dtype).swapaxes(1, 2) if a_transposed else \
+        random(rng, (2, m, k), dtype)
+    b, bias = random(rng, (k, 3 * nr), dtype), random(rng, (3 * nr,), dtype)
+    monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)  # every product takes the tile
+    copied = _copied_panels(monkeypatch)
+    assert_matches_numpy(a, b)
+    products = matmul(a, b), matmul(a, b, bias)
+    assert copied == [True, True, True]
+    monkeypatch.setattr(matmul_module, "_COPY_MIN_TILE_ROWS", m)  # now B is read in place
+    np.testing.assert_array_equal(products[0], matmul(a, b))
+    np.testing.assert_array_equal(products[1], matmul(a, b, bias))
+    assert copied[3:] == [False, False]
 
 
 def test_outputs_start_on_a_cache_line():

@@ -27,17 +27,29 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   clearly faster on any, even on a CPU whose 512-bit FMAs run as two 256-bit halves (the
   measurements behind this choice are in ``benchmarks/results_matmul.md``, "measurements
   behind the kernel's design choices").
-* **Operands read in place; B packed only when it must be.** A is never copied: the tile
-  broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from ``a[p, i]`` of a
-  transposed view (autograd's ``Xᵀ @ g``; :func:`~.simd.tile_update_t`), one value at a time
-  either way. B is read in place when its rows are contiguous and ``N`` is a multiple of
-  ``NR``, at any size: the tile loads ``B[p, j0:j0+NR]`` straight from the row. Otherwise (a
-  transposed view such as the Linear forward's ``x @ Wᵀ``, or a ragged last column of tiles)
+* **A read in place; B packed only when it must be, its panels copied by each task.** A is
+  never copied: the tile broadcasts ``A[i, p]`` from ``a[i, p]`` of a C-ordered matrix or from
+  ``a[p, i]`` of a transposed view (autograd's ``Xᵀ @ g``; :func:`~.simd.tile_update_t`), one
+  value at a time either way. A B whose rows are contiguous and whose ``N`` is a multiple of
+  ``NR`` is never packed as a whole: the tile loads ``B[p, j0:j0+NR]`` from the rows. Otherwise
+  (a transposed view such as the Linear forward's ``x @ Wᵀ``, or a ragged last column of tiles)
   :func:`_pack_b` copies B once into zero-padded panels ``(N/NR, K, NR)`` starting on a cache
-  line, reading it in its own memory order. A copy costs far more per value than an FMA, so it
-  weighs most on small products: packing a row-major B was slower than reading it in place on
-  every shape measured but one, where the two were on a par, Bs of several MiB included, and
-  copying A into a k-major layout was slower too (``benchmarks/results_matmul.md``).
+  line, reading it in its own memory order. A pass over all of B costs far more per value than
+  an FMA, so it weighs most on small products: packing a row-major B that way was slower than
+  reading it in place on every shape measured but one, and copying A into a k-major layout was
+  slower too (``benchmarks/results_matmul.md``). Read in place, though, a micro-panel's ``kc``
+  row segments lie ``N`` values apart, and L1 places an address by its offset within a way
+  (``l1 / ways`` bytes, 4 KiB on x86): segments 2 KiB apart (``N`` = 512 float32) all fall
+  in an eighth of the sets, so the panel cannot stay in L1 and every tile row fetches it again.
+  So when ``N > NR`` and a task runs at least ``_COPY_MIN_TILE_ROWS`` tile rows, it first
+  copies each panel into a ``kc × NR`` buffer of its own (row by row, in whole vectors):
+  ``kc · vectors`` vector loads and as many stores against ``MR · kc · vectors`` FMAs per tile
+  row, for a panel that then spreads over every set. On the Intel Xeon of
+  ``benchmarks/results_matmul.md``, products whose operands were in cache took 0.74–0.90× the
+  time (512³, W1's 1024-row shapes, Bs of several MiB), and W1's float32 products with a
+  row-major B went from 0.81–0.93× OpenBLAS to 1.02–1.16×; with 2 tile rows a task the copy
+  cost more than it saved. Inside a training script, where most operands come from memory, the
+  products took about as long as before.
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
@@ -66,6 +78,11 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
   large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread.
+  When B is wider than A is tall (``N > M``, B the larger operand, as in the weight gradient
+  ``gᵀ X`` of a Linear that narrows its input, ``X`` the input and ``g`` the output's
+  gradient), each task takes a single tile column, so that the threads share out B's columns
+  rather than A's rows and each reads only its part of B: in a training script (W4), ``gᵀ X``
+  with 128 rows of output and 512 columns took 0.86× the time with its columns shared out.
   Each output element is one FMA chain along ``k`` in order, whatever the blocking, the tasks
   or the thread count: results are bitwise identical run to run and for any thread count.
   The wrapper holds :data:`~tinyattn.kernels.parallel.kernel_section` around its parallel
@@ -118,6 +135,7 @@ _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked s
 _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
 _B_PANELS_PER_TASK = 4  # micro-tile columns per task, at most (see blocking)
 _PACK_GROUP = 16  # columns of a transposed B packed together (16 strided reads, rows written whole)
+_COPY_MIN_TILE_ROWS = 4  # tile rows per task from which a task copies its panels of B
 
 
 def micro_tile(unit: VectorUnit) -> TileShape:
@@ -159,7 +177,8 @@ class Blocking:
         Longest block of ``k``: a micro-panel of B, ``kc × NR``, fills at most two thirds of
         L1, so it stays there while a task runs down its tile rows with it.
     nc_panels : int
-        Micro-tile columns per task, at most (how ``N`` is cut between tasks).
+        Micro-tile columns per task, at most (how ``N`` is cut between tasks), unless B is
+        wider than A is tall (then one; see the module doc).
     """
 
     kc: int
@@ -187,6 +206,7 @@ def blocking(caches: DataCaches, tile: TileShape, itemsize: int) -> Blocking:
 # The register tile of the product (a compile-time constant of the jitted code) and its rows.
 TILE = micro_tile(vector_unit())
 MR = TILE.rows
+_PANEL_ROW = TileShape(1, TILE.vectors, TILE.vector_bytes)  # one row of a micro-panel of B
 _TILE_ROW_BYTES = TILE.vectors * TILE.vector_bytes  # NR · itemsize
 
 
@@ -255,24 +275,29 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
     a_transposed = not a3.flags.c_contiguous
     a_data = a3.swapaxes(1, 2) if a_transposed else a3  # C-contiguous either way
+    n_panels = -(-n // nr)
+    # B wider than A is tall (N > M; B the larger operand): one micro-tile column per task, so
+    # that a thread's tasks share out B's columns and each thread reads only its part of B
+    n_blocks = n_panels if n > out.shape[1] else -(-n_panels // block.nc_panels)
+    m_panels = -(-out.shape[1] // MR)
+    wanted = _TASKS_PER_THREAD * numba.get_num_threads()
+    m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
+    copy_panels = False
     if b3.flags.c_contiguous and n % nr == 0:
         b_rows, b_panels = b3.reshape(-1, n), 1  # (batch_b · K, N), read in place
+        # rows N values apart: each task copies a panel before its tile rows run over it
+        copy_panels = n > nr and m_panels // m_blocks >= _COPY_MIN_TILE_ROWS
     else:
         packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
         b_panels = packed.shape[1]
         b_rows = packed.reshape(-1, nr)  # (batch_b · N panels · K, NR)
-    n_panels = -(-n // nr)
     # the bias as one row, zero padded to whole tiles (an edge tile reads NR values)
     bias_row = np.zeros((1, n_panels * nr), out.dtype)
     if bias is not None:
         bias_row[0, :n] = bias
-    n_blocks = -(-n_panels // block.nc_panels)
-    m_panels = -(-out.shape[1] // MR)
-    wanted = _TASKS_PER_THREAD * numba.get_num_threads()
-    m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
     run_tasks(_gemm_block, out.shape[0] * m_blocks * n_blocks, a_data, a_transposed, b_rows,
-              b_panels, a_index, b_index, bias_row, bias is not None, out, kc, m_blocks,
-              n_blocks, parallel=True)
+              b_panels, copy_panels, a_index, b_index, bias_row, bias is not None, out, kc,
+              m_blocks, n_blocks, parallel=True)
 
 
 @functools.lru_cache(maxsize=4)
@@ -381,8 +406,8 @@ def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, bias_row, add_bias, c, cj
 
 
 @compiled_only
-def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_row, has_bias,
-                out, kc, m_blocks, n_blocks, task):
+def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_index, bias_row,
+                has_bias, out, kc, m_blocks, n_blocks, task):
     """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``), plus
     ``bias_row[0, :N]`` on every row when ``has_bias`` (added to the tile after its last
     k-block, before the store).
@@ -394,9 +419,11 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_r
     output matrix is cut into ``m_blocks × n_blocks`` tasks of whole micro-tiles. For each
     ``kc``-long block of ``k`` in order, a task takes its micro-tile columns one by one and
     runs down its tile rows with each: that ``kc × NR`` panel of B stays in L1 while the
-    tiles' slices of A stream past it. The last tile row is moved up to end at row ``M`` and
-    stores only its own rows (those above belong to the tile row before, and are computed
-    again with the same operations); tiles on the right edge go through a scratch tile.
+    tiles' slices of A stream past it. With ``copy_panels`` (B read in place), the task first
+    copies the panel into a buffer of its own, where its rows lie side by side. The last tile
+    row is moved up to end at row ``M`` and stores only its own rows (those above belong to the
+    tile row before, and are computed again with the same operations); tiles on the right edge
+    go through a scratch tile.
     """
     batch, m, n = out.shape
     k = a_data.shape[1] if a_transposed else a_data.shape[2]
@@ -410,6 +437,7 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_r
     a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
     c = out[o]  # (M, N)
     edge = np.empty((MR, nr), out.dtype)
+    copy = np.empty((kc if copy_panels else 0, nr), out.dtype)  # the task's copy of a panel
     for p0 in range(0, k, kc):
         p1 = min(p0 + kc, k)
         accumulate = p0 > 0
@@ -419,13 +447,18 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_r
                 q0, j0 = b_index[o] * k, jp * nr
             else:  # panel jp of B[b_index[o]]
                 q0, j0 = (b_index[o] * b_panels + jp) * k, 0
+            panel = b_rows  # panel[q0 + p, j0:j0+NR] is B[p, jp·NR:(jp+1)·NR]
+            if copy_panels:  # row by row, in whole vectors
+                for r in range(p1 - p0):
+                    tile_store(copy, r, 0, tile_load(b_rows, q0 + p0 + r, j0, _PANEL_ROW), 0)
+                panel, q0, j0 = copy, -p0, 0
             cj = jp * nr
             cols = min(nr, n - cj)
             for ip in range(ip0, ip1):
                 i0 = min(ip * MR, m - MR)
                 first = ip * MR - i0  # rows of this tile that the tile row above stores
                 if cols < nr:  # the right edge
-                    _edge_tile(a, a_transposed, i0, b_rows, q0, j0, p0, p1, bias_row, add_bias,
+                    _edge_tile(a, a_transposed, i0, panel, q0, j0, p0, p1, bias_row, add_bias,
                                c, cj, cols, edge, accumulate, first)
                     continue
                 # the micro-tile, written out here: the tile stays in registers from the first
@@ -433,10 +466,10 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, a_index, b_index, bias_r
                 tile = tile_load(c, i0, cj, TILE) if accumulate else tile_zero(c, TILE)
                 if a_transposed:
                     for p in range(p0, p1):
-                        tile = tile_update_t(tile, a, i0, p, b_rows, q0 + p, j0)
+                        tile = tile_update_t(tile, a, i0, p, panel, q0 + p, j0)
                 else:
                     for p in range(p0, p1):
-                        tile = tile_update(tile, a, i0, p, b_rows, q0 + p, j0)
+                        tile = tile_update(tile, a, i0, p, panel, q0 + p, j0)
                 if add_bias:
                     tile = tile_add_row(tile, bias_row, cj)
                 tile_store(c, i0, cj, tile, first)
