@@ -213,6 +213,10 @@ def test_split_backward_joins_side_by_side_gradients_without_a_copy():
     assert _joined_in_place([pieces[0], copy], 1) is None  # other memory
     spread = ta.from_numpy(np.broadcast_to(whole[:, :1], (2, 3)))
     assert _joined_in_place([spread, spread], 1) is None  # broadcast: no memory of its own
+    # side by side in memory, but the second views another array: the view of the whole would
+    # keep only the first one's memory alive
+    alias = np.frombuffer(memoryview(whole), dtype=whole.dtype).reshape(2, 12)
+    assert _joined_in_place([pieces[0], ta.from_numpy(alias[:, 5:6])], 1) is None
 
 
 @given(pair=broadcastable_pair(), seed=seeds)

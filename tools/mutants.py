@@ -528,10 +528,16 @@ MUTANTS: list[Mutant] = [
            "gradients written into one buffer: they overwrite each other",
            "tests/kernels/test_attention_kernel.py"),
     mutant("split-joined-unchecked-address", "tinyattn/ops/index.py",
-           "                or a.__array_interface__[\"data\"][0] != address:",
-           ":",
+           "                or a.__array_interface__[\"data\"][0] != address or memory_owner",
+           "                or memory_owner",
            "the split's backward joins its pieces' gradients in place without checking that "
            "each starts where the one before ends: pieces out of order get the wrong values",
+           GRADCHECK),
+    mutant("split-joined-other-owner", "tinyattn/ops/index.py",
+           " or memory_owner(a) is not owner:",
+           ":",
+           "the split's backward joins pieces that lie side by side but view different arrays: "
+           "the joined view keeps only the first one's memory alive",
            GRADCHECK),
     mutant("attn-kernel-span-forward", "tinyattn/kernels/attention.py",
            "            st[jj, c0 + lo : c0 + first] = -np.inf  # the span outside the band: "

@@ -410,39 +410,33 @@ def test_the_bias_is_added_to_the_finished_sum(dtype, m, k, n, a_transposed):
     np.testing.assert_array_equal(matmul(batch, b, bias), matmul(batch, b) + bias)
 
 
-def test_a_b_wider_than_a_is_tall_is_shared_out_by_its_columns(monkeypatch):
-    """N > M: one tile column per task (each thread reads its part of B); N <= M: up to
-    ``nc_panels`` tile columns per task, the rows shared out."""
-    splits = []
+def _tile_launches(monkeypatch) -> list[tuple]:
+    """Record the arguments of each launch of the tile, ``(n_tasks, a, a_transposed, b_rows,
+    b_panels, copy_panels, ..., m_blocks, n_blocks)``."""
+    launches: list[tuple] = []
 
     def run(task, *args, **options):
         if task is matmul_module._gemm_block:
-            splits.append(args[-1])  # n_blocks
+            launches.append(args)
         return run_tasks(task, *args, **options)
 
     run_tasks = matmul_module.run_tasks
     monkeypatch.setattr(matmul_module, "run_tasks", run)
+    return launches
+
+
+def test_a_b_wider_than_a_is_tall_is_shared_out_by_its_columns(monkeypatch):
+    """N > M: one tile column per task (each thread reads its part of B); N <= M: up to
+    ``nc_panels`` tile columns per task, the rows shared out."""
+    launches = _tile_launches(monkeypatch)
     nr = TILE.columns(4)
     panels_per_task = blocking(matmul_module.data_caches(), TILE, 4).nc_panels
     rng = np.random.default_rng(3)
     wide = random(rng, (64, 8 * nr), np.float32)
     for m in (4 * MR, 8 * nr, 8 * nr + 1):  # N > M, N = M, N < M
         assert_matches_numpy(random(rng, (m, 64), np.float32), wide)
-    assert splits == [8, -(-8 // panels_per_task), -(-8 // panels_per_task)]
-
-
-def _copied_panels(monkeypatch) -> list[bool]:
-    """Record, for each product of the tile, whether its tasks copy the panels of B."""
-    flags: list[bool] = []
-
-    def run(task, *args, **options):
-        if task is matmul_module._gemm_block:
-            flags.append(args[5])  # (n_tasks, a, a_transposed, b_rows, b_panels, copy_panels, ...)
-        return run_tasks(task, *args, **options)
-
-    run_tasks = matmul_module.run_tasks
-    monkeypatch.setattr(matmul_module, "run_tasks", run)
-    return flags
+    n_blocks = [args[-1] for args in launches]
+    assert n_blocks == [8, -(-8 // panels_per_task), -(-8 // panels_per_task)]
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -463,14 +457,14 @@ def test_panels_copied_by_each_task_give_the_product_read_in_place(monkeypatch, 
         random(rng, (2, m, k), dtype)
     b, bias = random(rng, (k, 3 * nr), dtype), random(rng, (3 * nr,), dtype)
     monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)  # every product takes the tile
-    copied = _copied_panels(monkeypatch)
+    launches = _tile_launches(monkeypatch)
     assert_matches_numpy(a, b)
     products = matmul(a, b), matmul(a, b, bias)
-    assert copied == [True, True, True]
     monkeypatch.setattr(matmul_module, "_COPY_MIN_TILE_ROWS", m)  # now B is read in place
     np.testing.assert_array_equal(products[0], matmul(a, b))
     np.testing.assert_array_equal(products[1], matmul(a, b, bias))
-    assert copied[3:] == [False, False]
+    copied = [args[5] for args in launches]  # copy_panels
+    assert copied == [True, True, True, False, False]
 
 
 def test_outputs_start_on_a_cache_line():

@@ -438,12 +438,12 @@ def _share_versions(outputs: Any, base: Any) -> None:
 
 def _share_version(view: Any, base: Any) -> None:
     """A view's version counter is its base's (when numpy did return a view of its memory)."""
-    if view._data.base is not None and _memory_owner(view._data) is _memory_owner(base._data):
+    if view._data.base is not None and memory_owner(view._data) is memory_owner(base._data):
         view._version = base._version
         view._base = base._base if base._base is not None else base
 
 
-def _memory_owner(array: np.ndarray) -> Any:
+def memory_owner(array: np.ndarray) -> Any:
     """The object that owns ``array``'s memory (views lead back to it through ``.base``).
 
     The chain ends at whatever is not an ndarray: a buffer, or another library's

@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import dtypes
 from ..autograd import Context, Function, is_grad_enabled
+from ..autograd.function import memory_owner
 from ..errors import DTypeError, ShapeError
 from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_int, is_number, normalize_dim
@@ -310,11 +311,12 @@ class Split(Function):
 
 def _joined_in_place(grads: tuple[Tensor | None, ...], dim: int) -> np.ndarray | None:
     """The concatenation of ``grads`` along ``dim`` without a copy, when they already lie side by
-    side in memory: each starts where the one before ends along ``dim``, with the same strides
-    (the attention kernel writes ``dq``, ``dk``, ``dv`` so for a packed ``qkv``). None otherwise.
+    side in one array's memory: views of the same array, each starting where the one before
+    ends along ``dim``, with the same strides (the attention kernel writes ``dq``, ``dk``,
+    ``dv`` so for a packed ``qkv``). None otherwise.
 
     Every element of the result is an element of one of the pieces, so the view stays inside
-    their memory.
+    their memory, and that memory is one array's, which the view keeps alive.
     """
     if any(g is None for g in grads):
         return None
@@ -322,11 +324,12 @@ def _joined_in_place(grads: tuple[Tensor | None, ...], dim: int) -> np.ndarray |
     first = arrays[0]
     if first.strides[dim] == 0:  # broadcast along dim: not memory of its own
         return None
+    owner = memory_owner(first)
     address = first.__array_interface__["data"][0]
     for a in arrays:
         if a.strides != first.strides or a.dtype != first.dtype or \
                 a.shape[:dim] != first.shape[:dim] or a.shape[dim + 1:] != first.shape[dim + 1:] \
-                or a.__array_interface__["data"][0] != address:
+                or a.__array_interface__["data"][0] != address or memory_owner(a) is not owner:
             return None
         address += a.shape[dim] * a.strides[dim]
     shape = list(first.shape)
