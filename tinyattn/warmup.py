@@ -7,7 +7,7 @@ that work ahead: it calls each family of kernels (one module of :mod:`tinyattn.k
 tiny inputs of the chosen dtypes, which compiles them or loads them from the cache. It also
 compiles both drivers of :func:`~tinyattn.kernels.parallel.run_tasks`, serial and parallel:
 which one a kernel takes depends on the size of its input, and the rest of what it compiles
-(its task functions, their launcher and adapter) serves both.
+(its task functions and their launcher) serves both.
 
 The kernels of ``exp``, ``parallel``, ``reductions`` and ``simd`` are helpers, compiled into the
 kernels that call them (:data:`HELPER_MODULES`).

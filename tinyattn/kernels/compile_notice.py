@@ -27,8 +27,8 @@ from numba.core import event, types
 
 QUIET_VARIABLE = "TINYATTN_QUIET_COMPILE"
 _PACKAGE = "tinyattn.kernels."
-# run_tasks compiles its launcher and adapter for a task just after the task itself, whose
-# family has then been announced: they are not a family of their own.
+# run_tasks compiles its launcher for a task just after the task itself, whose family has
+# then been announced: it is not a family of its own.
 _LAUNCHER = "tinyattn.kernels.parallel"
 
 _announced: set[tuple[str, str]] = set()

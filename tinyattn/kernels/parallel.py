@@ -8,13 +8,15 @@ small to be worth waking the thread pool.
 
 How it is compiled. The loop over the tasks, a *driver*, is compiled once for every kernel:
 :func:`_serial_driver` and :func:`_parallel_driver` (a ``prange`` loop). It calls a small
-*adapter* by address with the address of the packed arguments and the task index; the adapter,
-compiled once per list of argument types, unpacks them and calls the task function by address.
-The arguments are packed, on its own stack frame, by the *launcher* :func:`_launch`, which
-Python calls. A ``prange`` loop of its own per kernel would cost far more: numba compiles it
-four times over (the loop, two gufunc wrappers, the function around them), with the task linked
-into each — 0.2 to 0.6 s of compiling per kernel, against about 0.1 s for a launcher and an
-adapter.
+*adapter* by address with the address of the packed arguments and the task index; the adapter
+unpacks them and calls the task function by address. The arguments are packed, on its own
+stack frame, by the *launcher* :func:`_launch`, which Python calls; it is compiled once per list
+of argument types, and the adapter for those types is a second function in its machine code
+(:func:`_define_adapter`), not a function numba compiles on its own (which cost 0.015 s more
+per kernel on the first run). A ``prange`` loop of its own per kernel would cost far more:
+numba compiles it four times over (the loop, two gufunc wrappers, the function around them),
+with the task linked into each — 0.2 to 0.6 s of compiling per kernel, against about 0.08 s for
+a launcher.
 
 A task whose loop divides is compiled with numpy's error model (``error_model="numpy"``), as
 numba compiles a ``prange`` body: Python's model checks every division for a zero divisor, and
@@ -131,52 +133,37 @@ def kernels_are_serialised() -> bool:
     return kernel_section.locked
 
 
-class _OfArgumentTypes(nbtypes.Type):
-    """A numba type parameterised by the types ``argtypes`` of a task function's arguments
-    (those before the task index)."""
+class TaskLaunch(nbtypes.Type):
+    """numba type of a :class:`_Launch`: how to run a task function — the addresses of the
+    task and of the driver that loops over the tasks —, parameterised by the types
+    ``argtypes`` of the task's arguments (those before the task index)."""
 
     def __init__(self, argtypes: tuple):
         self.argtypes = tuple(argtypes)
-        super().__init__(name=f"{type(self).__name__}{self.argtypes}")
-
-
-class TaskLaunch(_OfArgumentTypes):
-    """numba type of a :class:`_Launch`: how to run a task function — the addresses of the
-    task, of its adapter and of the driver that loops over the tasks."""
+        super().__init__(name=f"TaskLaunch{self.argtypes}")
 
 
 @register_model(TaskLaunch)
 class _TaskLaunchModel(models.StructModel):
     def __init__(self, dmm, fe_type):
-        members = [(name, nbtypes.int64) for name in ("task", "adapter", "driver")]
+        members = [(name, nbtypes.int64) for name in ("task", "driver")]
         super().__init__(dmm, fe_type, members)
 
 
-class PackedArguments(_OfArgumentTypes):
-    """numba type of the address of a task's packed arguments: a struct holding the task
-    function's address, then the arguments."""
-
-
-@register_model(PackedArguments)
-class _PackedArgumentsModel(models.PrimitiveModel):
-    def __init__(self, dmm, fe_type):
-        super().__init__(dmm, fe_type, ir.IntType(64))
-
-
 class _Launch:
-    """The three machine-code addresses :func:`run_tasks` needs (a ``TaskLaunch``)."""
+    """The two machine-code addresses :func:`run_tasks` needs (a ``TaskLaunch``)."""
 
-    __slots__ = ("task", "adapter", "driver", "_numba_type_")
+    __slots__ = ("task", "driver", "_numba_type_")
 
-    def __init__(self, task: int, adapter: int, driver: int, argtypes: tuple):
-        self.task, self.adapter, self.driver = task, adapter, driver
+    def __init__(self, task: int, driver: int, argtypes: tuple):
+        self.task, self.driver = task, driver
         self._numba_type_ = TaskLaunch(argtypes)  # read by numba.typeof, its quickest path
 
 
 @unbox(TaskLaunch)
 def _unbox_launch(typ, obj, c):
     launch = cgutils.create_struct_proxy(typ)(c.context, c.builder)
-    for name in ("task", "adapter", "driver"):
+    for name in ("task", "driver"):
         address_object = c.pyapi.object_getattr_string(obj, name)
         setattr(launch, name, c.pyapi.long_as_longlong(address_object))
         c.pyapi.decref(address_object)
@@ -225,28 +212,24 @@ def _serial_driver(adapter, packed, n_tasks):
         _call_adapter(adapter, packed, index)
 
 
-@intrinsic
-def _unpack_and_run(typingctx, packed, index):
-    if not isinstance(packed, PackedArguments):
-        return None
-    signature = nbtypes.none(packed, nbtypes.int64)
-
-    def codegen(context, builder, sig, llargs):
-        struct = _packed_struct(context, packed.argtypes)
-        pointer = builder.inttoptr(llargs[0], struct.as_pointer())
-        fields = [builder.load(cgutils.gep_inbounds(builder, pointer, 0, i))
-                  for i in range(len(struct.elements))]
-        _call_address(context, builder, fields[0], (*packed.argtypes, nbtypes.int64),
-                      [*fields[1:], llargs[1]])
-        return context.get_dummy_value()
-
-    return signature, codegen
-
-
-@compiled_only
-def _adapter(packed, index):
-    """Task ``index``: the task function called with the arguments packed at ``packed``."""
-    _unpack_and_run(packed, index)
+def _define_adapter(context, module: ir.Module, argtypes: tuple) -> ir.Function:
+    """The adapter for ``argtypes``, defined in ``module``: a function of numba's calling
+    convention, ``(packed, index)`` as two ``int64``, that calls the task function whose
+    address heads the packed arguments (:func:`_packed_struct`) with them and ``index``."""
+    int64s = (nbtypes.int64, nbtypes.int64)
+    adapter = ir.Function(module, context.call_conv.get_function_type(nbtypes.none, int64s),
+                          module.get_unique_name("task_adapter"))
+    adapter.linkage = "internal"
+    builder = ir.IRBuilder(adapter.append_basic_block())
+    packed, index = context.call_conv.decode_arguments(builder, int64s, adapter)
+    struct = _packed_struct(context, argtypes)
+    pointer = builder.inttoptr(packed, struct.as_pointer())
+    fields = [builder.load(cgutils.gep_inbounds(builder, pointer, 0, i))
+              for i in range(len(struct.elements))]
+    _call_address(context, builder, fields[0], (*argtypes, nbtypes.int64), [*fields[1:], index])
+    none = context.get_return_value(builder, nbtypes.none, context.get_dummy_value())
+    context.call_conv.return_value(builder, none)
+    return adapter
 
 
 @intrinsic
@@ -263,8 +246,9 @@ def _pack_and_drive(typingctx, launch, n_tasks, *args):
         for i, value in enumerate(values):
             builder.store(value, cgutils.gep_inbounds(builder, slot, 0, i))
         packed = builder.ptrtoint(slot, ir.IntType(64))
+        adapter = _define_adapter(context, builder.module, launch.argtypes)
         _call_address(context, builder, addresses.driver, (nbtypes.int64,) * 3,
-                      [addresses.adapter, packed, llargs[1]])
+                      [builder.ptrtoint(adapter, ir.IntType(64)), packed, llargs[1]])
         return context.get_dummy_value()
 
     return signature, codegen
@@ -295,9 +279,8 @@ def _launch_for(task: Any, args: tuple, parallel: bool) -> _Launch:
     if launch is None:
         argtypes = tuple(map(numba.typeof, args))
         task_address = _address(task, (*argtypes, nbtypes.int64))
-        adapter = _address(_adapter, (PackedArguments(argtypes), nbtypes.int64))
         driver = _address(_parallel_driver if parallel else _serial_driver, _DRIVER_TYPES)
-        launch = _launches[key] = _Launch(task_address, adapter, driver, argtypes)
+        launch = _launches[key] = _Launch(task_address, driver, argtypes)
     return launch
 
 
