@@ -134,9 +134,9 @@ def kernels_are_serialised() -> bool:
 
 
 class TaskLaunch(nbtypes.Type):
-    """numba type of a :class:`_Launch`: how to run a task function — the addresses of the
-    task and of the driver that loops over the tasks —, parameterised by the types
-    ``argtypes`` of the task's arguments (those before the task index)."""
+    """numba type of a :class:`_Launch` (how to run a task function: the addresses of the task
+    and of the driver that loops over the tasks), parameterised by the types ``argtypes`` of
+    the task's arguments (those before the task index)."""
 
     def __init__(self, argtypes: tuple):
         self.argtypes = tuple(argtypes)
