@@ -245,3 +245,16 @@ def test_the_scratch_directory_runs_this_trees_tinyattn():
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == str(ROOT / "tinyattn" / "__init__.py")
     assert shell("command -v tinyattn", where).stdout.strip().startswith(str(where))
+
+
+def test_the_readmes_mutant_counts_are_the_mutants_tools_mutants_defines():
+    """The mutation check's paragraph counts the mutants twice ("N of them", "N of N caught");
+    both are the number ``tools/mutants.py --list`` reports, with no stale entry."""
+    listed = shell("python tools/mutants.py --list", ROOT)
+    assert listed.returncode == 0, listed.stderr
+    total = re.search(r"^(\d+) mutants; none stale$", listed.stdout, re.MULTILINE)
+    assert total, listed.stdout[-500:]
+    readme = (ROOT / "README.md").read_text()
+    counts = re.findall(r"one at a time — (\d+) of them", readme)
+    counts += [x for pair in re.findall(r"(\d+) of (\d+) caught", readme) for x in pair]
+    assert len(counts) == 3 and set(counts) == {total.group(1)}, counts
