@@ -77,6 +77,27 @@ def test_linear_forward_uses_its_parameters_and_fills_their_grads():
     np.testing.assert_allclose(layer.bias.grad.numpy(), [4.0, 4.0])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("frozen_weight", [False, True])
+def test_linear_bias_gradient_sums_the_output_gradients_rows(dtype, frozen_weight):
+    """``db = Σ_rows G`` at a size the matmul kernel tiles (the tasks of ``Gᵀ X`` add up
+    ``G``'s rows), and with a frozen weight (a row sum of its own): numpy's float64 sums,
+    rounded to the dtype."""
+    rng = np.random.default_rng(4)
+    layer = nn.Linear(96, 200)
+    if dtype == np.float64:
+        layer = layer.double()
+    layer.weight.requires_grad_(not frozen_weight)
+    x = ta.tensor(rng.normal(size=(3, 130, 96)).astype(dtype))
+    g = rng.normal(size=(3, 130, 200)).astype(dtype)
+    layer(x).backward(ta.tensor(g))
+    rows = g.reshape(-1, 200).astype(np.float64)
+    eps = np.finfo(dtype).eps
+    error = np.abs(layer.bias.grad.numpy() - rows.sum(axis=0))
+    assert np.all(error <= eps * np.abs(rows).sum(axis=0))
+    assert (layer.weight.grad is None) == frozen_weight
+
+
 # ---- Embedding --------------------------------------------------------------------------------
 def test_embedding_init_is_standard_normal_with_zero_padding_row():
     ta.manual_seed(1)

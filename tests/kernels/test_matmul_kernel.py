@@ -410,6 +410,43 @@ def test_the_bias_is_added_to_the_finished_sum(dtype, m, k, n, a_transposed):
     np.testing.assert_array_equal(matmul(batch, b, bias), matmul(batch, b) + bias)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("m, k, n, a_transposed, b_batch", [
+    (4 * MR + 1, 700, 2 * TILE.columns(4), True, ()),  # k-blocks, a moved-up last tile row
+    (3 * MR, 50, 8 * TILE.columns(4), True, ()),  # N > M: the tasks share out B's columns
+    (2 * MR - 1, 300, TILE.columns(4) + 3, False, ()),  # A row-major, B packed
+    (3 * MR, 40, TILE.columns(4), True, (3,)),  # one A for a batch of three B: summed once
+    (2, 5, 3, True, ()),  # too small for the tile: numpy sums the rows
+])
+def test_row_sums_add_the_sums_of_as_rows_in_float64(monkeypatch, dtype, m, k, n, a_transposed,
+                                                    b_batch):
+    """``row_sums += Σ_p A[i, p]``: numpy's float64 sums up to float64 rounding, the product
+    bitwise the one without sums, and the same bits for 1 or 2 threads and other task splits
+    (each row is one float64 chain over ``p`` in order)."""
+    rng = np.random.default_rng(m + k + n)
+    a = random(rng, (k, m), dtype).T if a_transposed else random(rng, (m, k), dtype)
+    b = random(rng, (*b_batch, k, n), dtype)
+    start = rng.standard_normal(m)  # added to, not overwritten
+    sums = start.copy()
+    np.testing.assert_array_equal(matmul(a, b, row_sums=sums), matmul(a, b))
+    expected = start + a.astype(np.float64).sum(axis=1)
+    scale = np.abs(start) + np.abs(a).astype(np.float64).sum(axis=1)
+    assert np.all(np.abs(sums - expected) <= 1e-13 * scale)
+
+    def summed() -> np.ndarray:
+        out = start.copy()
+        matmul(a, b, row_sums=out)
+        return out
+
+    with numba_threads(1):
+        one_thread = summed()
+    with numba_threads(2):
+        np.testing.assert_array_equal(summed(), one_thread)
+    monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 13)
+    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1))
+    np.testing.assert_array_equal(summed(), one_thread)
+
+
 def _tile_launches(monkeypatch) -> list[tuple]:
     """Record the arguments of each launch of the tile, ``(n_tasks, a, a_transposed, b_rows,
     b_panels, copy_panels, ..., m_blocks, n_blocks)``."""

@@ -1,4 +1,6 @@
-"""Sums over the rows of a matrix, ``s[j] = Σ_i x[i, j]``: the bias gradient of ``Linear``.
+"""Sums over the rows of a matrix, ``s[j] = Σ_i x[i, j]``: the bias gradient of a ``Linear``
+whose weight is frozen (otherwise the product ``Gᵀ X`` of its weight gradient sums the rows as
+it reads them: ``row_sums`` of :func:`~tinyattn.kernels.matmul.matmul`).
 
 The rows are cut into ``min(N, 16)`` near-equal chunks; each task adds its chunk's rows one
 after another into a row of partial sums in the input dtype (the inner loop runs along a row,

@@ -87,6 +87,15 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   or the thread count: results are bitwise identical run to run and for any thread count.
   The wrapper holds :data:`~tinyattn.kernels.parallel.kernel_section` around its parallel
   launches (a lock only on numba's non-thread-safe ``workqueue`` layer).
+* **Row sums on the way.** A Linear's bias gradient ``Σ_rows G`` is the sums of the rows of
+  ``Gᵀ``, the A of its weight gradient ``Gᵀ X``. Summed by a kernel of its own after the
+  product, ``G`` comes back from memory or from the other core's cache (at W4's shapes a column
+  sum took 42–49 µs right after the two products that read ``G``, 26 µs with ``G`` in its own
+  caches; in the script the Linear backward took 0.24–0.48 ms less per iteration with the sums
+  made in the product, ``benchmarks/README.md``). With ``row_sums``, the task of
+  the first tile column over each tile row adds each k-block of its rows of A to the sums,
+  in float64 and in order of ``p``, just before its tiles read them (:func:`_add_row_sums`):
+  one chain per row, the same bits for any thread count or split.
 * **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, fewer than ``MR`` rows, or
   any product when ``NUMBA_DISABLE_JIT=1`` turns the intrinsics off) skip the tile and
   threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
@@ -123,6 +132,7 @@ from .jit import jit
 from .parallel import kernel_section, run_tasks
 from .simd import (
     TileShape,
+    prefer_full_width,
     tile_add_row,
     tile_load,
     tile_store,
@@ -215,7 +225,8 @@ def matmul_numpy(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.matmul(a, b)
 
 
-def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
+           row_sums: np.ndarray | None = None) -> np.ndarray:
     """Batched matrix product with ``np.matmul`` semantics, for ``a.ndim, b.ndim >= 2``.
 
     Parameters
@@ -228,6 +239,12 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
         ``(N,)``, same dtype: added to every row of the product, each element rounded as
         ``(a @ b) + bias`` (the tile adds it before its one store, instead of a second pass
         over the output).
+    row_sums : np.ndarray, optional
+        ``(M,)`` float64, for a 2-D ``a``: ``row_sums[i] += Σ_p A[i, p]``, each row summed in
+        order of ``p`` in float64 (the same bits for any thread count), by the tasks that run
+        over that row, block of ``k`` by block of ``k`` as they read it. The bias gradient of a
+        ``Linear``, ``Σ_rows G``, is the row sums of ``Gᵀ`` in its weight gradient ``Gᵀ X``:
+        summed here, ``G`` is read once instead of again from memory or the other core's cache.
 
     Returns
     -------
@@ -241,12 +258,18 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
     [3.0, 3.0, 3.0, 3.0]
     >>> matmul(np.ones((2, 3)), np.ones((3, 2)), np.array([0.5, -1.0])).tolist()
     [[3.5, 2.0], [3.5, 2.0]]
+    >>> sums = np.zeros(2)
+    >>> _ = matmul(np.arange(6.0).reshape(2, 3), np.ones((3, 4)), row_sums=sums)
+    >>> sums.tolist()
+    [3.0, 12.0]
     """
     assert a.ndim >= 2 and b.ndim >= 2, (a.shape, b.shape)
     assert a.dtype == b.dtype and a.dtype in (np.float32, np.float64), (a.dtype, b.dtype)
     assert a.shape[-1] == b.shape[-2], (a.shape, b.shape)
     (m, k), n = a.shape[-2:], b.shape[-1]
     assert bias is None or (bias.shape == (n,) and bias.dtype == a.dtype), (bias, n, a.dtype)
+    assert row_sums is None or (a.ndim == 2 and row_sums.shape == (m,) and row_sums.dtype
+                                == np.float64 and row_sums.flags.c_contiguous), (a.shape, row_sums)
     batch, a_index, b_index = _batch_indices(a.shape[:-2], b.shape[:-2])
     if k == 0 or m == 0 or n == 0 or a_index.size == 0:
         out = np.zeros(batch + (m, n), a.dtype)
@@ -260,15 +283,17 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None) -> np.n
                         out)
             if bias is not None:
                 out += bias
+            if row_sums is not None:
+                row_sums += a.sum(axis=1, dtype=np.float64)
         else:
-            _gemm_tiled(a3, b3, a_index, b_index, out, bias)
+            _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
     return out.reshape(batch + (m, n))
 
 
 def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np.ndarray,
-                out: np.ndarray, bias: np.ndarray | None) -> None:
+                out: np.ndarray, bias: np.ndarray | None, row_sums: np.ndarray | None) -> None:
     """``out[o] = a3[a_index[o]] @ b3[b_index[o]] (+ bias)`` with the register tile (see
-    module doc)."""
+    module doc), and the sums of ``A``'s rows added to ``row_sums`` when it is given."""
     _, k, n = b3.shape
     nr = TILE.columns(out.itemsize)
     block = _blocking(out.itemsize)
@@ -295,9 +320,13 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     bias_row = np.zeros((1, n_panels * nr), out.dtype)
     if bias is not None:
         bias_row[0, :n] = bias
+    sums = _NO_ROW_SUMS if row_sums is None else row_sums
     run_tasks(_gemm_block, out.shape[0] * m_blocks * n_blocks, a_data, a_transposed, b_rows,
-              b_panels, copy_panels, a_index, b_index, bias_row, bias is not None, out, kc,
-              m_blocks, n_blocks, parallel=True)
+              b_panels, copy_panels, a_index, b_index, bias_row, bias is not None, sums,
+              row_sums is not None, out, kc, m_blocks, n_blocks, parallel=True)
+
+
+_NO_ROW_SUMS = np.zeros(0, np.float64)  # the row sums argument of a product that adds none
 
 
 @functools.lru_cache(maxsize=4)
@@ -407,10 +436,12 @@ def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, bias_row, add_bias, c, cj
 
 @compiled_only
 def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_index, bias_row,
-                has_bias, out, kc, m_blocks, n_blocks, task):
+                has_bias, row_sums, has_row_sums, out, kc, m_blocks, n_blocks, task):
     """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``), plus
     ``bias_row[0, :N]`` on every row when ``has_bias`` (added to the tile after its last
-    k-block, before the store).
+    k-block, before the store). With ``has_row_sums`` (one matrix ``A``), the task of the
+    first tile column over each of its tile rows also adds each ``k``-block of those rows of
+    ``A`` to ``row_sums``, before its tiles run over them.
 
     ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
     place. ``b_rows`` is every matrix of B, one 2-D stack of rows: ``b_panels`` zero-padded
@@ -438,10 +469,13 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_
     c = out[o]  # (M, N)
     edge = np.empty((MR, nr), out.dtype)
     copy = np.empty((kc if copy_panels else 0, nr), out.dtype)  # the task's copy of a panel
+    sum_rows = has_row_sums and o == 0 and nb == 0  # one task per row adds it up
     for p0 in range(0, k, kc):
         p1 = min(p0 + kc, k)
         accumulate = p0 > 0
         add_bias = has_bias and p1 == k
+        if sum_rows:
+            _add_row_sums(a, a_transposed, ip0 * MR, min(ip1 * MR, m), p0, p1, row_sums)
         for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
             if b_panels == 1:  # the rows of B[b_index[o]], read at column jp · NR
                 q0, j0 = b_index[o] * k, jp * nr
@@ -473,6 +507,26 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_
                 if add_bias:
                     tile = tile_add_row(tile, bias_row, cj)
                 tile_store(c, i0, cj, tile, first)
+
+
+@compiled_only
+def _add_row_sums(a, a_transposed, r0, r1, p0, p1, sums):
+    """``sums[i] += Σ_{p0 <= p < p1} A[i, p]`` for ``r0 <= i < r1``, in order of ``p``, in
+    float64; ``A[i, p]`` is ``a[i, p]``, or ``a[p, i]`` when ``a_transposed``."""
+    prefer_full_width()
+    own = sums[r0:r1]
+    if a_transposed:  # add rows of a, each along the rows of A it holds (vectorised)
+        for p in range(p0, p1):
+            values = a[p, r0:r1]
+            for i in range(own.size):
+                own[i] += values[i]
+    else:
+        for i in range(own.size):
+            values = a[r0 + i, p0:p1]
+            total = own[i]
+            for p in range(values.size):
+                total += values[p]
+            own[i] = total
 
 
 @compiled_only

@@ -56,16 +56,25 @@ class Linear(Function):
 
 def _backward_kernel(ctx: Context, x: Tensor | None, weight: Tensor | None,
                      grad: np.ndarray) -> tuple[Tensor | None, ...]:
-    """The rule of :class:`Linear` on the matmul kernel: ``G W``, ``Gᵀ X``, ``Σ_rows G``."""
+    """The rule of :class:`Linear` on the matmul kernel: ``G W``, ``Gᵀ X``, ``Σ_rows G``.
+
+    ``Σ_rows G`` is the row sums of ``Gᵀ``: the tasks of ``Gᵀ X`` add them up as they read
+    ``Gᵀ``, so ``G`` is not read a third time (unless the weight needs no gradient).
+    """
     needs = ctx.needs_input_grad
     grad_rows = grad.reshape(-1, grad.shape[-1])  # (N, out)
     dx = dweight = dbias = None
+    wants_bias = len(needs) == 3 and needs[2]
     if needs[0]:
         x_shape = ctx.inputs[0].shape
         dx = from_numpy(product(grad_rows, weight.numpy()).reshape(x_shape))  # (..., in)
     if needs[1]:
         array = x.numpy()
-        dweight = from_numpy(product(grad_rows.T, array.reshape(-1, array.shape[-1])))
-    if len(needs) == 3 and needs[2]:
+        sums = np.zeros(grad_rows.shape[1], np.float64) if wants_bias else None
+        dweight = from_numpy(product(grad_rows.T, array.reshape(-1, array.shape[-1]),
+                                     row_sums=sums))
+        if wants_bias:
+            dbias = from_numpy(sums.astype(grad.dtype))  # (out,)
+    elif wants_bias:
         dbias = from_numpy(column_sums(grad_rows))  # (out,)
     return (dx, dweight, dbias)[:len(needs)]
