@@ -454,6 +454,12 @@ MUTANTS: list[Mutant] = [
            "the row sums of a transposed A (a Linear's bias gradient) skip the first row of "
            "every k-block",
            "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-row-sums-row-major-restart", "tinyattn/kernels/matmul.py",
+           "            total = own[i]\n",
+           "            total = 0.0\n",
+           "the row sums of a row-major A start each k-block from zero: only the last k-block "
+           "of each row is kept",
+           "tests/kernels/test_matmul_kernel.py"),
     mutant("matmul-row-sums-every-column-task", "tinyattn/kernels/matmul.py",
            "    sum_rows = has_row_sums and o == 0 and nb == 0",
            "    sum_rows = has_row_sums and o == 0",
