@@ -39,6 +39,8 @@ CASES = {
     "batched matmul, broadcast": lambda: tensor(2, 3, 4) @ tensor(4, 6),
     "linear": lambda: F.linear(tensor(2, 3, 4), tensor(5, 4), tensor(5)),
     "linear without bias": lambda: F.linear(tensor(6, 4), tensor(5, 4)),
+    "linear the matmul kernel tiles, bias summed in Gᵀ X": lambda: F.linear(
+        tensor(3, 40, 64), tensor(96, 64), tensor(96)),
     "softmax": lambda: tensor(3, 7).softmax(dim=-1),
     "softmax along dim 0": lambda: tensor(4, 3, 2).softmax(dim=0),
     "log_softmax": lambda: tensor(3, 7).log_softmax(dim=1),

@@ -77,7 +77,9 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
 * **Parallel strategy.** :func:`_gemm_tiled` runs tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
-  large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread.
+  large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread
+  (numba's TBB layer balances them between the threads; its OpenMP layer gives each thread
+  one contiguous run of tasks, and one task per thread there was no faster in W4).
   When B is wider than A is tall (``N > M``, B the larger operand, as in the weight gradient
   ``gᵀ X`` of a Linear that narrows its input, ``X`` the input and ``g`` the output's
   gradient), each task takes a single tile column, so that the threads share out B's columns
@@ -142,7 +144,7 @@ from .simd import (
 )
 
 _TINY_MACS = 32768  # below this many multiply-adds in total, use the unpacked serial loop
-_TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (load balance)
+_TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (see module doc)
 _B_PANELS_PER_TASK = 4  # micro-tile columns per task, at most (see blocking)
 _PACK_GROUP = 16  # columns of a transposed B packed together (16 strided reads, rows written whole)
 _COPY_MIN_TILE_ROWS = 4  # tile rows per task from which a task copies its panels of B

@@ -28,14 +28,13 @@ def product(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
     """``a @ b (+ bias)`` for arrays of >= 2 dims and one dtype: the kernel for floats (numpy
     for tiny products), numpy otherwise. ``bias`` (``(N,)``, the same dtype) is added to every
     row, by the kernel's tiles before they store. ``row_sums`` (``(M,)`` float64, a 2-D float
-    ``a`` only) gets the sums of ``a``'s rows added, in float64, by the tasks that read them."""
-    if a.dtype.kind == "f" and (a.size * b.shape[-1] >= _KERNEL_MACS or a.ndim < b.ndim):
+    ``a`` only) gets the sums of ``a``'s rows added by the kernel (its ``row_sums``)."""
+    if row_sums is not None or (a.dtype.kind == "f" and (a.size * b.shape[-1] >= _KERNEL_MACS
+                                                         or a.ndim < b.ndim)):
         return matmul_kernel(a, b, bias, row_sums)
     out = np.dot(a, b) if a.ndim == 2 == b.ndim else np.matmul(a, b)  # dot: less overhead
     if bias is not None:
         out += bias
-    if row_sums is not None:
-        row_sums += a.sum(axis=1, dtype=np.float64)
     return out
 
 
