@@ -119,6 +119,12 @@ def _column_sums(dtype: np.dtype) -> None:
     column_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype))  # parallel
 
 
+def _elementwise(dtype: np.dtype) -> None:
+    from .kernels.elementwise import run_binary
+
+    run_binary("add", np.ones(3, dtype), np.ones(3, dtype), parallel=False)  # every op and layout
+
+
 def _special(dtype: np.dtype) -> None:
     from .kernels.special import erf
 
@@ -130,7 +136,7 @@ FAMILIES: dict[str, Callable[[np.dtype], None]] = {
     "matmul": _matmul, "attention": _attention, "softmax": _softmax, "layer_norm": _layer_norm,
     "cross_entropy": _cross_entropy, "embedding": _embedding, "gelu": _gelu,
     "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
-    "column_sums": _column_sums, "special": _special,
+    "column_sums": _column_sums, "elementwise": _elementwise, "special": _special,
 }
 
 
