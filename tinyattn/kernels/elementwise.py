@@ -104,16 +104,14 @@ def run_binary(op: str, a: np.ndarray, b: np.ndarray, parallel: bool) -> np.ndar
 
 def _threaded(a: np.ndarray, b: np.ndarray) -> bool:
     """Whether ``a op b`` is worth numba's threads: one float dtype, C-contiguous, the same
-    shape or one of them 0-d, and at least :data:`PARALLEL_MIN_ELEMENTS` elements."""
-    if a.dtype != b.dtype or a.dtype not in FLOAT_DTYPES or available_threads() < 2:
+    shape or one of them 0-d, and at least :data:`PARALLEL_MIN_ELEMENTS` elements. The size
+    is checked first: every arithmetic op asks, and most are small."""
+    if a.size < PARALLEL_MIN_ELEMENTS and b.size < PARALLEL_MIN_ELEMENTS:
         return False
-    if not (a.flags.c_contiguous and b.flags.c_contiguous):
+    if not (a.shape == b.shape or a.ndim == 0 or b.ndim == 0):
         return False
-    if a.shape == b.shape:
-        return a.size >= PARALLEL_MIN_ELEMENTS
-    if b.ndim == 0:
-        return a.size >= PARALLEL_MIN_ELEMENTS
-    return a.ndim == 0 and b.size >= PARALLEL_MIN_ELEMENTS
+    return (a.dtype == b.dtype and a.dtype in FLOAT_DTYPES and available_threads() >= 2
+            and a.flags.c_contiguous and b.flags.c_contiguous)
 
 
 def binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

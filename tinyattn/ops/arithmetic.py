@@ -120,7 +120,7 @@ def _power(values: np.ndarray, exponent: float) -> np.ndarray:
     """``values ** exponent``, by PyTorch's products at the exponents 3, −2 and −½.
 
     There PyTorch computes ``x·x·x``, ``1 / (x·x)`` and ``1 / √x``; numpy calls ``pow`` for each
-    element (for float32 at 3, about 45 ns an element, fifty times two multiplications: half
+    element (for float32 at 3, about 45 ns an element, sixty times two multiplications: half
     of a minGPT step, whose GELU cubes its activations). The same products give PyTorch's
     bits. numpy's own ``**`` already multiplies at 2 and takes the root at ½.
     """
