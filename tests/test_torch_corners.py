@@ -273,10 +273,11 @@ def test_an_integer_tensor_and_a_python_int_as_in_pytorch(dtype, op, number_firs
 
 # ---- pow by a constant: PyTorch's products ----------------------------------------------------
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("exponent", [3, 3.0, -2, -2.0, -0.5, 2, 0.5, -1])
+@pytest.mark.parametrize("exponent", [3, 3.0, -2, -2.0, -0.5, 2, 2.0, 0.5, -1])
 def test_pow_by_a_constant_gives_pytorchs_bits(dtype, exponent):
-    """At 3, −2 and −½ PyTorch multiplies (``x·x·x``, ``1/(x·x)``, ``1/√x``) instead of calling
-    ``pow``, whose results differ in the last bit; the cube is in every minGPT GELU."""
+    """At 2, 3, −2 and −½ PyTorch multiplies (``x·x``, ``x·x·x``, ``1/(x·x)``, ``1/√x``) instead
+    of calling ``pow``, whose results differ in the last bit; the cube is in every minGPT GELU,
+    the square in its gradient."""
     x = np.random.default_rng(0).standard_normal(500).astype(dtype) * 3
     x[:7] = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, -1e30]
     with warnings.catch_warnings():

@@ -120,9 +120,10 @@ def _column_sums(dtype: np.dtype) -> None:
 
 
 def _elementwise(dtype: np.dtype) -> None:
-    from .kernels.elementwise import run_binary
+    from .kernels.elementwise import run_binary, run_select
 
     run_binary("add", np.ones(3, dtype), np.ones(3, dtype), parallel=False)  # every op and layout
+    run_select(np.ones(3, bool), np.ones(3, dtype), np.zeros((), dtype), parallel=False)
 
 
 def _special(dtype: np.dtype) -> None:

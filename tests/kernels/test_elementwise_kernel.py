@@ -1,4 +1,5 @@
-"""The threaded arithmetic of large arrays: numpy's bits on every path and thread count."""
+"""The threaded arithmetic and selection of large arrays: numpy's bits on every path and thread
+count."""
 
 import numba
 import numpy as np
@@ -9,9 +10,13 @@ from tinyattn.kernels import elementwise
 from tinyattn.kernels.elementwise import (
     OPS,
     PARALLEL_MIN_ELEMENTS,
+    SELECT_MIN_ELEMENTS,
     binary,
     binary_numpy,
     run_binary,
+    run_select,
+    select,
+    select_numpy,
 )
 
 DTYPES = [np.float32, np.float64]
@@ -116,3 +121,148 @@ def test_the_arithmetic_ops_and_their_gradients_on_large_tensors(dtype, monkeypa
         np.testing.assert_array_equal(b.grad.numpy(), db)
     if elementwise.available_threads() >= 2:  # each forward, and the products of the rules
         assert {"add", "sub", "mul", "div"} <= set(ops)
+
+
+def _bits(x):
+    return x.view(np.uint32 if x.dtype == np.float32 else np.uint64)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["arrays", "scalar first", "scalar second"])
+@pytest.mark.parametrize("cond_shape", [(7, 1003), (1, 1003), (1003,)])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_select_gives_numpys_bits(dtype, layout, cond_shape, parallel):
+    """Every element is the chosen operand's, bit for bit (NaN payloads, −0.0, infinities),
+    with a condition of the result's shape or repeated along its last dim."""
+    a, b = _operands(dtype, 7 * 1003)  # rows not a multiple of the vector width
+    a, b = a.reshape(7, 1003), b.reshape(7, 1003)
+    a[0, 20] = np.frombuffer(np.array(0x7FC00123 if dtype == np.float32 else 0x7FF8000000000123,
+                                      np.uint32 if dtype == np.float32 else np.uint64).tobytes(),
+                             dtype)[0]  # a NaN with a payload
+    cond = np.random.default_rng(2).random(cond_shape) < 0.5
+    if layout == "scalar first":
+        a = np.array(-0.0, dtype)
+    elif layout == "scalar second":
+        b = np.array(np.inf, dtype)
+    expected = select_numpy(cond, a, b)
+    got = run_select(cond, a, b, parallel=parallel)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(_bits(got), _bits(expected))
+
+
+def test_select_takes_every_chunk_and_run_boundary():
+    """Chunks that start and end inside a repeat of the condition, on any thread count."""
+    period = 96
+    cond = np.random.default_rng(3).random((1, period)) < 0.5
+    a = np.arange(PARALLEL_MIN_ELEMENTS // period * period + period, dtype=np.float64)
+    a = a.reshape(-1, period)
+    b = -a
+    expected = np.where(cond, a, b)
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        numba.set_num_threads(threads)
+        try:
+            for chunks_parallel in (False, True):
+                np.testing.assert_array_equal(run_select(cond, a, b, chunks_parallel),
+                                              expected)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
+@pytest.mark.parametrize("cond, a, b", [
+    (np.ones(SELECT_MIN_ELEMENTS - 1, bool), np.ones(SELECT_MIN_ELEMENTS - 1, np.float32),
+     np.zeros((), np.float32)),  # too small
+    (np.ones((4, 1, SELECT_MIN_ELEMENTS), bool), np.ones((4, 3, SELECT_MIN_ELEMENTS),
+                                                         np.float32),
+     np.zeros((), np.float32)),  # the condition broadcast along a middle dim
+    (np.ones((SELECT_MIN_ELEMENTS, 1), bool), np.ones((SELECT_MIN_ELEMENTS, 2), np.float32),
+     np.zeros((), np.float32)),  # ... along the last
+    (np.ones((SELECT_MIN_ELEMENTS, 32), bool)[:, :16], np.ones((SELECT_MIN_ELEMENTS, 16),
+                                                              np.float32),
+     np.zeros((), np.float32)),  # a condition that is not C-contiguous
+    (np.ones((SELECT_MIN_ELEMENTS, 16), np.uint8), np.ones((SELECT_MIN_ELEMENTS, 16),
+                                                           np.float32),
+     np.zeros((), np.float32)),  # not bool
+    (np.ones(SELECT_MIN_ELEMENTS, bool), np.ones(SELECT_MIN_ELEMENTS, np.float32),
+     np.zeros((), np.float64)),  # two dtypes (numpy promotes)
+    (np.ones(SELECT_MIN_ELEMENTS, bool), np.ones(SELECT_MIN_ELEMENTS, np.int64),
+     np.zeros((), np.int64)),  # not float
+    (np.ones(SELECT_MIN_ELEMENTS, bool), np.ones(SELECT_MIN_ELEMENTS, np.float32),
+     np.zeros(1, np.float32)),  # a one-element array that broadcasts
+    (np.ones((SELECT_MIN_ELEMENTS // 32, 32), bool), np.ones((SELECT_MIN_ELEMENTS // 32, 32),
+                                                             np.float32)[:, ::-1],
+     np.zeros((), np.float32)),  # an operand that is not C-contiguous
+    (np.ones((2, 32), bool)[:1], np.ones((SELECT_MIN_ELEMENTS // 32, 32), np.float32),
+     np.zeros((), np.float32)),  # a repeat shorter than the kernel takes
+])
+def test_what_select_does_not_take_goes_to_numpy(cond, a, b, monkeypatch):
+    monkeypatch.setattr(elementwise, "run_select", lambda *args, **kwargs: pytest.fail(
+        "the kernel took operands it does not handle"))
+    got = select(cond, a, b)
+    expected = select_numpy(cond, a, b)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_where_masked_fill_and_clamp_on_large_tensors(dtype, monkeypatch):
+    """The ops that select, with their rules, at a size the kernel takes, against numpy."""
+    calls = []
+    monkeypatch.setattr(elementwise, "run_select",
+                        lambda *args, **kwargs: calls.append(1) or run_select(*args, **kwargs))
+    x_np, other_np = _operands(np.dtype(dtype), SELECT_MIN_ELEMENTS * 2)
+    x_np, other_np = x_np.reshape(-1, 128), other_np.reshape(-1, 128)
+    g_np = np.random.default_rng(1).standard_normal(x_np.shape).astype(dtype)
+    causal = np.tril(np.ones((128, 128), bool))  # repeated along the rows of x
+    cases = {
+        "relu": (lambda x, o: ta.relu(x), np.where(x_np < 0, 0, x_np),
+                 np.where(x_np > 0, g_np, 0) + np.where(np.isnan(x_np), g_np, 0), None),
+        "where": (lambda x, o: ta.where(ta.tensor(x_np > 1), x, o),
+                  np.where(x_np > 1, x_np, other_np), np.where(x_np > 1, g_np, 0),
+                  np.where(x_np > 1, 0, g_np)),
+        "masked_fill": (lambda x, o: x.masked_fill(ta.tensor(~causal[:1]), -1e9),
+                        np.where(~causal[:1], np.asarray(-1e9, dtype), x_np),
+                        np.where(~causal[:1], 0, g_np), None),
+        "clamp": (lambda x, o: x.clamp(-0.5, 2.0), np.clip(x_np, -0.5, 2.0),
+                  np.where((x_np >= -0.5) & (x_np <= 2.0), g_np, 0), None),
+    }
+    for name, (op, forward, dx, dother) in cases.items():
+        calls.clear()
+        x = ta.tensor(x_np, requires_grad=True)
+        other = ta.tensor(other_np, requires_grad=True)
+        out = op(x, other)
+        out.backward(ta.tensor(g_np))
+        np.testing.assert_array_equal(_bits(out.numpy()), _bits(forward.astype(dtype)),
+                                      err_msg=name)
+        np.testing.assert_array_equal(x.grad.numpy(), dx.astype(dtype), err_msg=name)
+        if dother is not None:
+            np.testing.assert_array_equal(other.grad.numpy(), dother.astype(dtype),
+                                          err_msg=name)
+        assert calls, f"{name} did not select through the kernel"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_sigmoid_and_tanh_on_large_tensors(dtype, monkeypatch):
+    """sigmoid chooses between its two forms by the kernel; both rules run on the threads."""
+    selects, ops = [], []
+    monkeypatch.setattr(elementwise, "run_select",
+                        lambda *args, **kwargs: selects.append(1) or run_select(*args, **kwargs))
+    monkeypatch.setattr(elementwise, "run_binary",
+                        lambda *args, **kwargs: ops.append(args[0]) or run_binary(*args,
+                                                                                  **kwargs))
+    rng = np.random.default_rng(4)
+    x_np = (rng.standard_normal((PARALLEL_MIN_ELEMENTS // 64, 64)) * 4).astype(dtype)
+    g_np = rng.standard_normal(x_np.shape).astype(dtype)
+    exact = 1 / (1 + np.exp(-x_np.astype(np.float64)))
+    for name, truth, slope in [("sigmoid", exact, exact * (1 - exact)),
+                               ("tanh", np.tanh(x_np.astype(np.float64)),
+                                1 - np.tanh(x_np.astype(np.float64)) ** 2)]:
+        x = ta.tensor(x_np, requires_grad=True)
+        y = getattr(ta, name)(x)
+        y.backward(ta.tensor(g_np))
+        tolerance = 1e-6 if dtype == "float32" else 1e-14
+        np.testing.assert_allclose(y.numpy(), truth, rtol=tolerance, atol=tolerance)
+        np.testing.assert_allclose(x.grad.numpy(), g_np * slope, rtol=4 * tolerance,
+                                   atol=4 * tolerance)
+    assert selects
+    if elementwise.available_threads() >= 2:
+        assert {"mul", "sub"} <= set(ops)

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..autograd import Context, Function
 from ..errors import DTypeError, ShapeError
+from ..kernels.elementwise import select
 from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_int
 from .notation import operand, summed_to_input
@@ -28,7 +29,7 @@ class Where(Function):
     @staticmethod
     def forward(ctx: Context, a: Tensor, b: Tensor, cond: Tensor) -> Tensor:
         ctx.save_for_backward(cond)
-        return from_numpy(np.where(cond.numpy(), a.numpy(), b.numpy()))
+        return from_numpy(select(cond.numpy(), a.numpy(), b.numpy()))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor | None, Tensor | None, None]:
@@ -51,7 +52,7 @@ class MaskedFill(Function):
     def forward(ctx: Context, x: Tensor, mask: Tensor, *, value: Any) -> Tensor:
         ctx.save_for_backward(mask)
         array = x.numpy()
-        return from_numpy(np.where(mask.numpy(), np.asarray(value).astype(array.dtype), array))
+        return from_numpy(select(mask.numpy(), np.asarray(value).astype(array.dtype), array))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None]:

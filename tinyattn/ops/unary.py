@@ -17,6 +17,7 @@ from ..autograd import Context, Function
 from ..creation import zeros_like
 from ..dtypes import as_dtype, get_default_dtype, result_type
 from ..errors import DTypeError
+from ..kernels.elementwise import binary, select
 from ..kernels.special import erf as erf_kernel
 from ..tensor import Tensor, from_numpy
 from ..validation import is_int, is_number
@@ -214,7 +215,8 @@ class TanhBackward(Function):
     def forward(ctx: Context, grad: Tensor, y: Tensor) -> Tensor:
         ctx.save_for_backward(grad if ctx.needs_input_grad[1] else None, y)
         t = y.numpy()
-        return from_numpy(grad.numpy() * (1 - t * t))
+        return from_numpy(binary("mul", grad.numpy(),
+                                 binary("sub", np.ones((), t.dtype), binary("mul", t, t))))
 
     @staticmethod
     def backward(ctx: Context, h: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -237,8 +239,8 @@ class Sigmoid(Function):
     def forward(ctx: Context, x: Tensor) -> Tensor:
         array = x.numpy()
         e = np.exp(-np.abs(array))
-        y = from_numpy(np.where(array >= 0, 1 / (1 + e), e / (1 + e)).astype(array.dtype,
-                                                                               copy=False))
+        y = from_numpy(select(array >= 0, 1 / (1 + e), e / (1 + e)).astype(array.dtype,
+                                                                             copy=False))
         ctx.save_for_backward(y)
         return y
 
@@ -264,7 +266,8 @@ class SigmoidBackward(Function):
     def forward(ctx: Context, grad: Tensor, y: Tensor) -> Tensor:
         ctx.save_for_backward(grad if ctx.needs_input_grad[1] else None, y)
         s = y.numpy()
-        return from_numpy(grad.numpy() * (s * (1 - s)))
+        return from_numpy(binary("mul", grad.numpy(),
+                                 binary("mul", s, binary("sub", np.ones((), s.dtype), s))))
 
     @staticmethod
     def backward(ctx: Context, h: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -287,7 +290,7 @@ class Relu(Function):
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
         array = x.numpy()
-        y = from_numpy(np.where(array < 0, np.zeros((), array.dtype), array))  # keeps NaN
+        y = from_numpy(select(array < 0, np.zeros((), array.dtype), array))  # keeps NaN
         ctx.save_for_backward(y)
         return y
 
@@ -407,10 +410,10 @@ class Clamp(Function):
         y = array
         if low is not None:
             inside &= array >= low
-            y = np.where(array < low, np.asarray(low, array.dtype), y)
+            y = select(array < low, np.asarray(low, array.dtype), y)
         if high is not None:
             inside &= array <= high
-            y = np.where(y > high, np.asarray(high, array.dtype), y)
+            y = select(y > high, np.asarray(high, array.dtype), y)
         ctx.save_for_backward(from_numpy(inside))
         return from_numpy(np.array(y, dtype=array.dtype, copy=y is array))
 
