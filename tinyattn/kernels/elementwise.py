@@ -177,7 +177,7 @@ def _select_run(cond, a, b, out):
 @compiled_only
 def _select_chunk(cond, a, b, out, n_chunks, chunk):
     """Chunk ``chunk`` (of ``n_chunks``) of ``out[i] = a[i] if cond[i % cond.size] else b[i]``,
-    in runs that each read ``cond`` from its start or end at its end."""
+    in runs that each stay within one repeat of ``cond``."""
     start, stop = chunk_bounds(chunk, n_chunks, out.size)
     period = cond.size
     i = start
