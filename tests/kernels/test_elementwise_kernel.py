@@ -1,6 +1,13 @@
 """The threaded arithmetic and selection of large arrays: numpy's bits on every path and thread
 count."""
 
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import numba
 import numpy as np
 import pytest
@@ -19,6 +26,7 @@ from tinyattn.kernels.elementwise import (
     select_numpy,
 )
 
+ROOT = Path(__file__).resolve().parents[2]
 DTYPES = [np.float32, np.float64]
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e-30, 3.0]
 
@@ -35,14 +43,29 @@ def _operands(dtype, size, seed=0):
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("op", list(OPS))
-@pytest.mark.parametrize("layout", ["arrays", "scalar second", "scalar first"])
+@pytest.mark.parametrize("layout", ["arrays", "scalar second", "scalar first", "repeat second",
+                                    "repeat first", "rows second", "rows first",
+                                    "rows and repeat"])
 @pytest.mark.parametrize("parallel", [False, True])
 def test_each_op_gives_numpys_bits(dtype, op, layout, parallel):
-    a, b = _operands(dtype, 1000 + 3)  # not a multiple of the vector width
+    """Every op and layout: one shape, a number, a repeat of the trailing dims (a bias), one
+    value per row (a keepdim reduction), on rows not a multiple of the vector width."""
+    a, b = _operands(dtype, 7 * 1003)
+    a, b = a.reshape(7, 1003), b.reshape(7, 1003)
     if layout == "scalar second":
         b = np.array(-0.7, dtype)
     elif layout == "scalar first":
         a = np.array(2.5, dtype)
+    elif layout == "repeat second":
+        b = b[3]  # (1003,): every row of a meets the same values
+    elif layout == "repeat first":
+        a = a[2:3]  # (1, 1003)
+    elif layout == "rows second":
+        b = b[:, 5:6].copy()  # (7, 1): one value per row
+    elif layout == "rows first":
+        a = a[:, :1].copy()
+    elif layout == "rows and repeat":
+        a, b = a[:, :1].copy(), b[4]
     with np.errstate(all="ignore"):
         expected = binary_numpy(op, a, b)
         got = run_binary(op, a, b, parallel=parallel)
@@ -77,9 +100,36 @@ def test_large_operands_take_the_threads_and_give_the_same_bits_for_any_thread_c
         assert calls == list(OPS) * 2
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["repeat", "repeat with leading ones", "rows"])
+def test_repeats_and_rows_across_chunks_and_threads(dtype, layout):
+    """Chunks that start and end inside a repeat or a row, on one thread and on all."""
+    rows = PARALLEL_MIN_ELEMENTS // 480 + 1
+    a = np.random.default_rng(5).standard_normal((5, rows, 96)).astype(dtype)
+    shape_b = {"repeat": (96,), "repeat with leading ones": (1, 1, 96),
+               "rows": (5, rows, 1)}[layout]
+    b = (np.random.default_rng(6).standard_normal(shape_b) + 3).astype(dtype)
+    assert elementwise._threaded(a, b) or elementwise.available_threads() < 2
+    for threads in (1, numba.config.NUMBA_NUM_THREADS):
+        numba.set_num_threads(threads)
+        try:
+            for op in OPS:
+                np.testing.assert_array_equal(run_binary(op, a, b, parallel=True),
+                                              binary_numpy(op, a, b), err_msg=op)
+                np.testing.assert_array_equal(run_binary(op, b, a, parallel=True),
+                                              binary_numpy(op, b, a), err_msg=op)
+        finally:
+            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+
+
 @pytest.mark.parametrize("a, b", [
-    (np.ones(PARALLEL_MIN_ELEMENTS, np.float32), np.ones(1, np.float32)),  # a broadcast
-    (np.ones((2, PARALLEL_MIN_ELEMENTS), np.float32), np.ones(PARALLEL_MIN_ELEMENTS, np.float32)),
+    (np.ones((2, 1, PARALLEL_MIN_ELEMENTS // 4), np.float32),
+     np.ones((2, 3, PARALLEL_MIN_ELEMENTS // 4), np.float32)),  # broadcast along a middle dim
+    (np.ones((PARALLEL_MIN_ELEMENTS // 32, 32), np.float32),
+     np.ones(32, np.float32)),  # a repeat shorter than the kernel takes
+    (np.ones((PARALLEL_MIN_ELEMENTS // 32, 32), np.float32),
+     np.ones((PARALLEL_MIN_ELEMENTS // 32, 1), np.float32)),  # rows shorter than it takes
+    (np.ones((2, PARALLEL_MIN_ELEMENTS), np.float32), np.ones((3, 1, 1), np.float32)),  # grows
     (np.ones((512, 1024), np.float32).T, np.ones((1024, 512), np.float32)),  # not C-contiguous
     (np.ones(PARALLEL_MIN_ELEMENTS, np.float32), np.ones(PARALLEL_MIN_ELEMENTS, np.float64)),
     (np.ones(PARALLEL_MIN_ELEMENTS, np.float16), np.ones(PARALLEL_MIN_ELEMENTS, np.float16)),
@@ -266,3 +316,39 @@ def test_sigmoid_and_tanh_on_large_tensors(dtype, monkeypatch):
     assert selects
     if elementwise.available_threads() >= 2:
         assert {"mul", "sub"} <= set(ops)
+
+
+TASKS = textwrap.dedent(
+    """
+    import json
+    import numpy as np
+    from tinyattn.kernels import elementwise as ew
+    x = np.linspace(-3.0, 3.0, 4 * 70, dtype=np.float32).reshape(4, 70)
+    ew.run_binary("sub", x, x[:, :1].copy(), parallel=False)
+    ew.run_select(x < 0, np.zeros((), np.float32), x, parallel=False)
+    counts = {}
+    for name in ("_binary_chunk", "_select_chunk"):
+        task = getattr(ew, name)
+        signature = task.signatures[0]
+        ir = task.inspect_llvm(signature)
+        start = ir.index("{", ir.index("@" + task.overloads[signature].fndesc.llvm_func_name))
+        body = ir[start:ir.index("\\n}\\n", start)]
+        counts[name] = body.count("@NRT_incref(") + body.count("@NRT_decref(")
+    print(json.dumps(counts))
+    """
+)
+
+
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="reference counts exist in compiled code")
+def test_the_tasks_count_no_references_as_they_run(tmp_path):
+    """No reference counting is left in a task's compiled code: a chunk of a row-wise op runs
+    one short run per row, and an increment and decrement of the arrays' counts per run are
+    atomic operations on memory both threads share (a row-wise subtraction of (80, 10, 512)
+    took 0.28 ms on 2 threads that way, 0.05 ms without). Compiled afresh in a process of its
+    own (numba keeps no IR for code it loads from its cache)."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)}
+    result = subprocess.run([sys.executable, "-c", TASKS], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    assert counts == {"_binary_chunk": 0, "_select_chunk": 0}
