@@ -390,7 +390,7 @@ MUTANTS: list[Mutant] = [
     mutant("elementwise-select-any-broadcast", "tinyattn/kernels/elementwise.py",
            "return own == shape[len(shape) - len(own):]",
            "return own == shape[len(shape) - len(own):] or len(own) == len(shape)",
-           "the selection kernel takes a condition broadcast along a middle dim as if it "
+           "the kernels take an operand or condition broadcast along a middle dim as if it "
            "repeated the result's trailing dims",
            "tests/kernels/test_elementwise_kernel.py"),
     mutant("layer-norm-kernel-var-n-1", "tinyattn/kernels/layer_norm.py",
