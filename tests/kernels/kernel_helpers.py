@@ -1,15 +1,21 @@
-"""Helpers shared by the kernel tests: a directional gradient check and thread-count runs."""
+"""Helpers shared by the kernel tests: a directional gradient check, thread-count runs and the
+reference counting left in a task's compiled code."""
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 from collections.abc import Callable
 from contextlib import contextmanager
+from pathlib import Path
 
 import numba
 import numpy as np
 
 DTYPES = (np.float32, np.float64)
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def assert_vjp_matches_central_difference(
@@ -50,3 +56,34 @@ def numba_threads(count: int):
         yield
     finally:
         numba.set_num_threads(previous)
+
+
+def reference_counts(cache_dir, module: str, calls: str, tasks: list[str]) -> dict[str, int]:
+    """How many ``NRT_incref``/``NRT_decref`` calls each task function of
+    ``tinyattn.kernels.<module>`` has in its compiled code, after ``calls`` (Python run with the
+    module imported as ``kernel`` and numpy as ``np``) has compiled them.
+
+    The kernels are compiled afresh in a process of their own, with ``cache_dir`` as numba's
+    cache: numba keeps no IR for code it loads from its cache.
+    """
+    script = "\n".join([
+        "import json",
+        "import numpy as np",
+        f"from tinyattn.kernels import {module} as kernel",
+        calls,
+        "counts = {}",
+        f"for name in {tasks!r}:",
+        "    task = getattr(kernel, name)",
+        "    signature = task.signatures[0]",
+        "    ir = task.inspect_llvm(signature)",
+        "    name_at = ir.index('@' + task.overloads[signature].fndesc.llvm_func_name)",
+        "    start = ir.index('{', name_at)",
+        "    body = ir[start:ir.index('\\n}\\n', start)]",
+        "    counts[name] = body.count('@NRT_incref(') + body.count('@NRT_decref(')",
+        "print(json.dumps(counts))",
+    ])
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(cache_dir)}
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=env, cwd=ROOT, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,16 +1,10 @@
 """The threaded arithmetic and selection of large arrays: numpy's bits on every path and thread
 count."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import numba
 import numpy as np
 import pytest
+from kernel_helpers import DTYPES, numba_threads, reference_counts
 
 import tinyattn as ta
 from tinyattn.kernels import elementwise
@@ -26,8 +20,6 @@ from tinyattn.kernels.elementwise import (
     select_numpy,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
-DTYPES = [np.float32, np.float64]
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e-30, 3.0]
 
 
@@ -85,13 +77,9 @@ def test_large_operands_take_the_threads_and_give_the_same_bits_for_any_thread_c
                         lambda *args, **kwargs: calls.append(args[0]) or run_binary(*args,
                                                                                      **kwargs))
     results = []
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        try:
-            with np.errstate(all="ignore"):
-                results.append([binary(op, a, b) for op in OPS])
-        finally:
-            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
+    for threads in (1, 2):
+        with numba_threads(threads), np.errstate(all="ignore"):
+            results.append([binary(op, a, b) for op in OPS])
     with np.errstate(all="ignore"):
         for op, one, many in zip(OPS, *results, strict=True):
             np.testing.assert_array_equal(one, binary_numpy(op, a, b))
@@ -110,16 +98,13 @@ def test_repeats_and_rows_across_chunks_and_threads(dtype, layout):
                "rows": (5, rows, 1)}[layout]
     b = (np.random.default_rng(6).standard_normal(shape_b) + 3).astype(dtype)
     assert elementwise._threaded(a, b) or elementwise.available_threads() < 2
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        try:
+    for threads in (1, 2):
+        with numba_threads(threads):
             for op in OPS:
                 np.testing.assert_array_equal(run_binary(op, a, b, parallel=True),
                                               binary_numpy(op, a, b), err_msg=op)
                 np.testing.assert_array_equal(run_binary(op, b, a, parallel=True),
                                               binary_numpy(op, b, a), err_msg=op)
-        finally:
-            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 @pytest.mark.parametrize("a, b", [
@@ -208,14 +193,11 @@ def test_select_takes_every_chunk_and_run_boundary():
     a = a.reshape(-1, period)
     b = -a
     expected = np.where(cond, a, b)
-    for threads in (1, numba.config.NUMBA_NUM_THREADS):
-        numba.set_num_threads(threads)
-        try:
+    for threads in (1, 2):
+        with numba_threads(threads):
             for chunks_parallel in (False, True):
                 np.testing.assert_array_equal(run_select(cond, a, b, chunks_parallel),
                                               expected)
-        finally:
-            numba.set_num_threads(numba.config.NUMBA_NUM_THREADS)
 
 
 @pytest.mark.parametrize("cond, a, b", [
@@ -318,27 +300,6 @@ def test_sigmoid_and_tanh_on_large_tensors(dtype, monkeypatch):
         assert {"mul", "sub"} <= set(ops)
 
 
-TASKS = textwrap.dedent(
-    """
-    import json
-    import numpy as np
-    from tinyattn.kernels import elementwise as ew
-    x = np.linspace(-3.0, 3.0, 4 * 70, dtype=np.float32).reshape(4, 70)
-    ew.run_binary("sub", x, x[:, :1].copy(), parallel=False)
-    ew.run_select(x < 0, np.zeros((), np.float32), x, parallel=False)
-    counts = {}
-    for name in ("_binary_chunk", "_select_chunk"):
-        task = getattr(ew, name)
-        signature = task.signatures[0]
-        ir = task.inspect_llvm(signature)
-        start = ir.index("{", ir.index("@" + task.overloads[signature].fndesc.llvm_func_name))
-        body = ir[start:ir.index("\\n}\\n", start)]
-        counts[name] = body.count("@NRT_incref(") + body.count("@NRT_decref(")
-    print(json.dumps(counts))
-    """
-)
-
-
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="reference counts exist in compiled code")
 def test_the_tasks_count_no_references_as_they_run(tmp_path):
     """No reference counting is left in a task's compiled code: a chunk of a row-wise op runs
@@ -346,9 +307,9 @@ def test_the_tasks_count_no_references_as_they_run(tmp_path):
     atomic operations on memory both threads share (a row-wise subtraction of (80, 10, 512)
     took 0.28 ms on 2 threads that way, 0.05 ms without). Compiled afresh in a process of its
     own (numba keeps no IR for code it loads from its cache)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", TASKS], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
+    counts = reference_counts(tmp_path, "elementwise", "\n".join([
+        "x = np.linspace(-3.0, 3.0, 4 * 70, dtype=np.float32).reshape(4, 70)",
+        "kernel.run_binary('sub', x, x[:, :1].copy(), parallel=False)",
+        "kernel.run_select(x < 0, np.zeros((), np.float32), x, parallel=False)",
+    ]), ["_binary_chunk", "_select_chunk"])
     assert counts == {"_binary_chunk": 0, "_select_chunk": 0}

@@ -1,17 +1,11 @@
 """Softmax / log-softmax kernels against their numpy twins."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-from pathlib import Path
-
 import numba
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from kernel_helpers import reference_counts
 
 from tinyattn.kernels import softmax as softmax_module
 from tinyattn.kernels.softmax import (
@@ -28,7 +22,6 @@ from tinyattn.kernels.softmax import (
 DTYPES = [np.float32, np.float64]
 TOL = {np.float32: dict(rtol=1e-5, atol=1e-6), np.float64: dict(rtol=1e-12, atol=1e-13)}
 SHAPES = [(1,), (1, 1), (3, 5), (2, 3, 17), (4, 65), (2, 0)]
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _all_four(x, grad):
@@ -158,28 +151,6 @@ def test_a_nan_makes_its_whole_row_nan_while_a_fully_masked_row_stays_zero(dtype
     assert np.isnan(grads[:2]).all() and (grads[2] == 0).all()
 
 
-ROW_TASKS = textwrap.dedent(
-    """
-    import json
-    import numpy as np
-    from tinyattn.kernels import softmax as sm
-    x = np.linspace(-3.0, 3.0, 4 * 70, dtype=np.float32).reshape(4, 70)
-    y, logs = sm.softmax_forward(x), sm.log_softmax_forward(x)
-    sm.softmax_backward(y, x), sm.log_softmax_backward(logs, x)
-    counts = {}
-    for name in ("_softmax_forward_chunk", "_softmax_backward_chunk",
-                 "_log_softmax_forward_chunk", "_log_softmax_backward_chunk"):
-        task = getattr(sm, name)
-        signature = task.signatures[0]
-        ir = task.inspect_llvm(signature)
-        start = ir.index("{", ir.index("@" + task.overloads[signature].fndesc.llvm_func_name))
-        body = ir[start:ir.index("\\n}\\n", start)]
-        counts[name] = body.count("@NRT_incref(") + body.count("@NRT_decref(")
-    print(json.dumps(counts))
-    """
-)
-
-
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="reference counts exist in compiled code")
 def test_the_row_tasks_count_no_references_as_they_run(tmp_path):
     """No reference counting is left in a task's compiled code. Each row's views and the arrays
@@ -188,9 +159,11 @@ def test_the_row_tasks_count_no_references_as_they_run(tmp_path):
     threads slower than on 1 (softmax of (16384, 16): 3.2 against 0.6 ms). The kernels are
     compiled afresh in a process of their own (numba keeps no IR for code it loads from its
     cache)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(tmp_path)}
-    result = subprocess.run([sys.executable, "-c", ROW_TASKS], capture_output=True, text=True,
-                            env=env, cwd=ROOT, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    counts = json.loads(result.stdout.strip().splitlines()[-1])
-    assert counts == dict.fromkeys(counts, 0)
+    tasks = ["_softmax_forward_chunk", "_softmax_backward_chunk", "_log_softmax_forward_chunk",
+             "_log_softmax_backward_chunk"]
+    counts = reference_counts(tmp_path, "softmax", "\n".join([
+        "x = np.linspace(-3.0, 3.0, 4 * 70, dtype=np.float32).reshape(4, 70)",
+        "y, logs = kernel.softmax_forward(x), kernel.log_softmax_forward(x)",
+        "kernel.softmax_backward(y, x), kernel.log_softmax_backward(logs, x)",
+    ]), tasks)
+    assert counts == dict.fromkeys(tasks, 0)
