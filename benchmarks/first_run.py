@@ -4,13 +4,15 @@ Each run is a fresh Python process. *Cold*: ``NUMBA_CACHE_DIR`` points to a new 
 so every kernel the step uses is compiled. *Warm*: it points to a directory that a cold run has
 filled, so every kernel is loaded from the cache. The time is taken from just before the process
 is started to the end of the first step (``loss.item()`` returned), the model built as in
-``bench_train_step.py``; the CPU time of the process is reported too (compiling is serial, so
-on a busy machine it is the steadier figure). Cold and warm runs alternate; the figures are
-the medians. ``--trees A B`` compares two source trees (say, two checkouts), alternating
-A B, B A, ... between them.
+``bench_train_step.py``; the CPU time of the process is reported too, with that of its
+compile-ahead helper (``tinyattn.kernels.compile_ahead``, reaped when the process exits): the
+two compile side by side, so the CPU time exceeds the wall time. Cold and warm runs alternate;
+the figures are the medians. ``--trees A B`` compares two source trees (say, two checkouts),
+alternating A B, B A, ... between them.
 
 ``--profile`` runs one cold process that reports, per compiled function, the number of
-signatures it was compiled for and the CPU seconds spent compiling it (its callees excluded).
+signatures it was compiled for and the CPU seconds spent compiling it (its callees excluded):
+what that process compiled itself, not what its helper compiled.
 
 Run: ``python benchmarks/first_run.py [--runs 3] [--profile] [--trees DIR DIR]``
 """

@@ -2,12 +2,19 @@
 gets print options (numpy's and tinyattn's) reset after it, since examples run in-process set
 them."""
 
+import os
+
 import numpy as np
 import pytest
 from hypothesis import settings
 
 import tinyattn as ta
 from tinyattn import autograd
+
+# The suite's processes compile without the compile-ahead helper (tinyattn.kernels.compile_ahead),
+# so that what a test counts of its own compiling does not depend on a second process;
+# tests/kernels/test_compile_ahead.py turns it on where it is tested.
+os.environ.setdefault("TINYATTN_COMPILE_AHEAD", "0")
 
 # numba compiles on first call, so no example may be timed out for being the first.
 settings.register_profile("tinyattn", deadline=None, max_examples=25, derandomize=True)

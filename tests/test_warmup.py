@@ -18,7 +18,8 @@ import tinyattn.kernels
 from tinyattn import warmup as warmup_module
 from tinyattn.cli import build_parser, main
 from tinyattn.kernels.compile_notice import QUIET_VARIABLE, notice
-from tinyattn.warmup import FAMILIES, HELPER_MODULES, warmup
+from tinyattn.kernels.families import FAMILIES, HELPER_MODULES
+from tinyattn.warmup import warmup
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -220,3 +221,32 @@ def test_a_second_command_loads_what_the_first_compiled(tmp_path):
     assert {path: path.stat().st_mtime_ns for path in written} == written
     for family_module in ("embedding", "layer_norm", "cross_entropy"):  # loaded, not compiled
         assert notice(f"tinyattn.kernels.{family_module}", "float32") not in second, second
+
+
+_COUNT_COMPILES = """
+from numba.core import event
+
+compiled = []
+
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Count())
+"""
+
+
+def test_after_warmup_a_training_script_compiles_nothing(tmp_path):
+    """warmup's tiny inputs, backward before forward where it has them, give each kernel the
+    signatures a training step calls it with: the small script's steps then compile nothing."""
+    cache = tmp_path / "cache"
+    _child("from tinyattn.warmup import warmup; warmup(['float32'])", cache)
+    (tmp_path / "script.py").write_text(_COUNT_COMPILES + _SMALL_TORCH_SCRIPT +
+                                        "print(compiled)\n")
+    out = _python(["-m", "tinyattn", "run", "script.py"], cache, tmp_path).stdout
+    assert out.strip().splitlines()[-1] == "[]"

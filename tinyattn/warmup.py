@@ -3,142 +3,26 @@
 numba compiles a kernel on its first call for new argument types and keeps the machine code in
 its on-disk cache; a later process loads it in milliseconds. The first training step on an
 empty cache therefore waits for every kernel the step uses to compile. :func:`warmup` does
-that work ahead: it calls each family of kernels (one module of :mod:`tinyattn.kernels`) on
-tiny inputs of the chosen dtypes, which compiles them or loads them from the cache. It also
-compiles both drivers of :func:`~tinyattn.kernels.parallel.run_tasks`, serial and parallel:
-which one a kernel takes depends on the size of its input, and the rest of what it compiles
-(its task functions and their launcher) serves both.
-
-The kernels of ``exp``, ``parallel``, ``reductions`` and ``simd`` are helpers, compiled into the
-kernels that call them (:data:`HELPER_MODULES`).
+that work ahead: it runs each family of kernels (one module of :mod:`tinyattn.kernels`,
+:data:`~tinyattn.kernels.families.FAMILIES`) on tiny inputs of the chosen dtypes, which
+compiles them or loads them from the cache, and compiles both drivers of
+:func:`~tinyattn.kernels.parallel.run_tasks`, serial and parallel.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TextIO
 
 import numpy as np
 
-#: Modules of tinyattn.kernels whose jitted functions are only called by other kernels.
-HELPER_MODULES = ("exp", "parallel", "reductions", "simd")
+from .kernels.families import FAMILIES
 
 DTYPE_CHOICES = {"float32": ("float32",), "float64": ("float64",),
                  "all": ("float32", "float64")}
-
-
-def _matmul(dtype: np.dtype) -> None:
-    from .kernels.matmul import MR, TILE, matmul
-
-    nr = TILE.columns(dtype.itemsize)
-    rows, inner = 4 * MR, 64
-    a = np.ones((2, rows, inner), dtype)
-    matmul(a[:, :2, :], np.ones((inner, 3), dtype))  # tiny: the serial loop
-    matmul(a, np.ones((inner, nr), dtype))  # register tile, B read in place
-    matmul(a, np.ones((inner, nr + 1), dtype))  # B packed from its rows
-    matmul(a, np.ones((nr + 1, inner), dtype).T)  # B packed from its columns (x @ Wᵀ)
-    matmul(a.swapaxes(1, 2).copy().swapaxes(1, 2), np.ones((inner, nr), dtype))  # A transposed
-
-
-def _attention(dtype: np.dtype) -> None:
-    from .kernels.attention import attention_backward, attention_forward
-
-    q = np.ones((1, 2, 5, 4), dtype)
-    bias = np.zeros((1, 1, 5, 5), dtype)
-    out, lse = attention_forward(q, q, q, bias=bias, is_causal=True, dropout_p=0.5, seed=1)
-    attention_backward(q, q, q, out, lse, out, bias=bias, is_causal=True, dropout_p=0.5, seed=1)
-
-
-def _softmax(dtype: np.dtype) -> None:
-    from .kernels import softmax
-
-    x = np.ones((2, 3), dtype)
-    softmax.softmax_backward(softmax.softmax_forward(x), x)
-    softmax.log_softmax_backward(softmax.log_softmax_forward(x), x)
-
-
-def _layer_norm(dtype: np.dtype) -> None:
-    from .kernels.layer_norm import layer_norm_backward, layer_norm_forward
-
-    x, weight = np.ones((2, 3), dtype), np.ones(3, dtype)
-    y, mean, rstd = layer_norm_forward(x, weight, weight, 1e-5)
-    layer_norm_backward(y, x, weight, mean, rstd)
-
-
-def _cross_entropy(dtype: np.dtype) -> None:
-    from .kernels.cross_entropy import cross_entropy_backward, cross_entropy_forward
-
-    logits, target = np.ones((2, 3), dtype), np.array([0, 2])
-    loss, lse = cross_entropy_forward(logits, target)
-    cross_entropy_backward(logits, target, lse, np.ones_like(loss))
-
-
-def _embedding(dtype: np.dtype) -> None:
-    from .kernels.embedding import embedding_backward, embedding_forward
-
-    indices = np.array([[0, 2]])
-    out = embedding_forward(np.ones((3, 4), dtype), indices)
-    embedding_backward(out, indices, 3)
-
-
-def _gelu(dtype: np.dtype) -> None:
-    from .kernels.gelu import gelu_backward, gelu_forward
-
-    x = np.ones(3, dtype)
-    for approximate in ("none", "tanh"):
-        gelu_backward(x, gelu_forward(x, approximate), approximate)
-
-
-def _dropout(dtype: np.dtype) -> None:
-    from .kernels.dropout import dropout_apply
-
-    dropout_apply(np.ones(3, dtype), seed=1, p=0.5)
-
-
-def _counter_rng(dtype: np.dtype) -> None:
-    from .kernels.counter_rng import dropout_keep_mask
-
-    dropout_keep_mask(1, 1, 1, 2, 2, 0.5)  # the same kernel for every dtype
-
-
-def _adamw(dtype: np.dtype) -> None:
-    from .kernels.adamw import adamw_step
-
-    arrays = [[np.ones(3, dtype)] for _ in range(4)]
-    adamw_step(*arrays, step=1, lr=1e-3, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.01,
-               decoupled=True)
-
-
-def _column_sums(dtype: np.dtype) -> None:
-    from .kernels.column_sums import _PARALLEL_MIN_ELEMENTS, column_sums
-
-    column_sums(np.ones((2, 3), dtype))  # serial
-    column_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype))  # parallel
-
-
-def _elementwise(dtype: np.dtype) -> None:
-    from .kernels.elementwise import run_binary, run_select
-
-    run_binary("add", np.ones(3, dtype), np.ones(3, dtype), parallel=False)  # every op and layout
-    run_select(np.ones(3, bool), np.ones(3, dtype), np.zeros((), dtype), parallel=False)
-
-
-def _special(dtype: np.dtype) -> None:
-    from .kernels.special import erf
-
-    erf(np.ones(3, dtype))
-
-
-#: Every kernel family (a module of tinyattn.kernels) and how to run its kernels once.
-FAMILIES: dict[str, Callable[[np.dtype], None]] = {
-    "matmul": _matmul, "attention": _attention, "softmax": _softmax, "layer_norm": _layer_norm,
-    "cross_entropy": _cross_entropy, "embedding": _embedding, "gelu": _gelu,
-    "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
-    "column_sums": _column_sums, "elementwise": _elementwise, "special": _special,
-}
 
 
 @dataclass

@@ -671,6 +671,37 @@ MUTANTS: list[Mutant] = [
            "key = repr((name, numba.__version__",
            "saved machine code is keyed without numba's target: another CPU's code is loaded",
            "tests/kernels/test_machine_cache.py"),
+    mutant("claim-does-not-wait", "tinyattn/kernels/cache_claims.py",
+           "            if time.monotonic() >= deadline:",
+           "            if True:",
+           "a claim held by another process is given up at once instead of waited for: both "
+           "processes compile the function and write its index",
+           "tests/kernels/test_compile_ahead.py"),
+    mutant("claim-miss-not-retried", "tinyattn/kernels/jit.py",
+           "                loaded = self._load_overload(sig, target_context)\n"
+           "                if loaded",
+           "                loaded = None\n                if loaded",
+           "after waiting for another process's claim the cache is not looked in again: the "
+           "function is compiled a second time",
+           "tests/kernels/test_compile_ahead.py"),
+    mutant("claim-kept-after-failure", "tinyattn/kernels/jit.py",
+           "failed = getattr(ev, \"_exc_details\", None) is not None",
+           "failed = ev.is_failed",
+           "a compilation that raises keeps its function's claim (numba's is_failed answers "
+           "inverted), so every other process waits for it",
+           "tests/kernels/test_compile_ahead.py"),
+    mutant("warmup-backward-rows-float64", "tinyattn/kernels/families.py",
+           "cross_entropy_backward(logits, target, np.ones(2, dtype), np.ones(2, dtype))",
+           "cross_entropy_backward(logits, target, np.ones(2, dtype), np.ones(2))",
+           "warmup runs cross-entropy's backward, ahead of its forward, on rows of the wrong "
+           "dtype: a training step then compiles that kernel again",
+           "tests/test_warmup.py"),
+    mutant("compile-ahead-not-asked", "tinyattn/kernels/compile_notice.py",
+           "        request(module, dtype)  # a second process",
+           "        request(module, None)  # a second process",
+           "the helper is never asked for a family (no dtype): a first run compiles everything "
+           "on one core",
+           "tests/kernels/test_compile_ahead.py"),
 
     # ---- the engine (tinyattn/autograd, tinyattn/tensor.py) -----------------------------------
     mutant("engine-unbroadcast-axis", "tinyattn/autograd/engine.py",

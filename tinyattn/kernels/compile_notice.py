@@ -12,7 +12,8 @@ once per (module, dtype) and process, on a line of its own even while a tqdm pro
 drawn (:func:`_write`); the helpers a kernel compiles along with it (nested events) say
 nothing. Set the environment variable ``TINYATTN_QUIET_COMPILE=1`` to silence the
 line; :func:`silenced` silences it for a block of code (``tinyattn warmup`` draws a progress
-bar of its own).
+bar of its own). The same moment, silenced or not, asks the compile-ahead helper to compile the
+rest of the family in a second process (:mod:`.compile_ahead`).
 """
 
 from __future__ import annotations
@@ -96,9 +97,15 @@ class _Listener(event.Listener):
         if depth:
             return
         module = getattr(ev.data["dispatcher"].py_func, "__module__", "") or ""
-        if not module.startswith(_PACKAGE) or module == _LAUNCHER or _quiet():
+        if not module.startswith(_PACKAGE) or module == _LAUNCHER:
             return
-        key = (module, _dtype(tuple(ev.data["args"])) or "")
+        dtype = _dtype(tuple(ev.data["args"]))
+        from .compile_ahead import request  # it imports this module
+
+        request(module, dtype)  # a second process compiles the rest of the family
+        if _quiet():
+            return
+        key = (module, dtype or "")
         if key in _announced:
             return
         _announced.add(key)

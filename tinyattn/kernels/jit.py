@@ -14,8 +14,11 @@ runtime has a small library of its own, compiled from LLVM IR when it starts (at
 counts, ``NRT_incref`` / ``NRT_decref``): :func:`start_runtime` compiles it once and saves its
 machine code (:mod:`.machine_cache`), and later processes load that as numba loads a cached
 kernel. Compiling it ran LLVM's optimiser and code generator in every process, and mapped in
-about 28 MB of LLVM's library that nothing else in a warm process touches. With a numba that
-lacks the methods this relies on, :func:`jit` keeps numba's own loading.
+about 28 MB of LLVM's library that nothing else in a warm process touches.
+
+On a miss the dispatcher claims the function until its code is saved, so that two processes
+sharing the cache never compile it at once (:mod:`.cache_claims`). With a numba that lacks the
+methods this relies on, :func:`jit` keeps numba's own loading.
 """
 
 from __future__ import annotations
@@ -25,14 +28,14 @@ from typing import Any
 
 from llvmlite import binding as ll
 from numba import njit
-from numba.core import config
+from numba.core import config, event
 from numba.core.caching import FunctionCache
 from numba.core.codegen import CPUCodegen, CPUCodeLibrary
 from numba.core.compiler_lock import global_compiler_lock
 from numba.core.registry import CPUDispatcher
 from numba.core.runtime import _nrt_python, nrtdynmod, rtsys
 
-from . import machine_cache
+from . import cache_claims, machine_cache
 
 _RUNTIME_LIBRARY = "nrt"  # the library's name in numba (``nrtdynmod.create_nrt_module``)
 
@@ -73,13 +76,55 @@ def start_runtime(target_context: Any) -> None:
 
 
 class _LoadingCache(FunctionCache):
-    """numba's on-disk cache of one function, loading without a refresh of the compiler."""
+    """numba's on-disk cache of one function, loading without a refresh of the compiler, and
+    claiming the function on a miss until its compiled code is saved (:mod:`.cache_claims`)."""
+
+    def claim_path(self) -> str:
+        """The lock file of this function's claim, beside its index."""
+        return self._cache_file._index_path + ".lock"
 
     def load_overload(self, sig: Any, target_context: Any) -> Any:
         start_runtime(target_context)  # what cached code needs of the refresh
         with self._guard_against_spurious_io_errors():
-            return self._load_overload(sig, target_context)
+            loaded = self._load_overload(sig, target_context)
+            if loaded is None and self._enabled and self._claim():
+                # Claimed, after waiting for any other process compiling this function: it may
+                # have saved the code meanwhile.
+                loaded = self._load_overload(sig, target_context)
+                if loaded is not None:
+                    cache_claims.release(self.claim_path())
+            return loaded
 
+    def save_overload(self, sig: Any, data: Any) -> None:
+        self._claim()  # held since the miss; else taken for the save alone
+        try:
+            super().save_overload(sig, data)
+        finally:
+            cache_claims.release(self.claim_path())
+
+    def _claim(self) -> bool:
+        try:
+            self._impl.locator.ensure_cache_path()
+        except OSError:
+            return False
+        return cache_claims.claim(self.claim_path())
+
+
+class _ReleaseFailedClaims(event.Listener):
+    """A compilation that raises saves nothing: its function's claim is released then."""
+
+    def on_start(self, ev: event.Event) -> None:
+        pass
+
+    def on_end(self, ev: event.Event) -> None:
+        # The exception it carries; not ``ev.is_failed``, which numba 0.68 answers inverted.
+        failed = getattr(ev, "_exc_details", None) is not None
+        cache = getattr(ev.data["dispatcher"], "_cache", None)
+        if failed and isinstance(cache, _LoadingCache):
+            cache_claims.release(cache.claim_path())
+
+
+event.register("numba:compile", _ReleaseFailedClaims())
 
 _LEAN_LOADING = (
     all(hasattr(FunctionCache, name) for name in ("_load_overload",
@@ -90,6 +135,7 @@ _LEAN_LOADING = (
     and all(hasattr(CPUCodegen, name) for name in ("magic_tuple", "unserialize_library"))
     and hasattr(nrtdynmod, "create_nrt_module")
     and all(hasattr(_nrt_python, name) for name in ("c_helpers", "memsys_enable_stats"))
+    and hasattr(FunctionCache, "save_overload")
 )
 """Whether this numba has what :class:`_LoadingCache` and :func:`start_runtime` call (numba's
 private API)."""
@@ -105,7 +151,9 @@ def jit(function: Callable | None = None, /, **options: Any) -> Any:
     def decorate(body: Callable) -> Any:
         dispatcher = compile_lazily(body)
         if _LEAN_LOADING and isinstance(dispatcher, CPUDispatcher) and \
-                type(dispatcher._cache) is FunctionCache:
+                type(dispatcher._cache) is FunctionCache and \
+                hasattr(dispatcher._cache, "_enabled") and \
+                hasattr(getattr(dispatcher._cache, "_cache_file", None), "_index_path"):
             dispatcher._cache.__class__ = _LoadingCache
         return dispatcher
 

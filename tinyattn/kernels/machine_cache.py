@@ -48,15 +48,21 @@ def _locator():
         return None
 
 
+def directory() -> Path | None:
+    """The directory numba caches this package's kernels in, or None where it has none."""
+    locator = _locator()
+    return None if locator is None else Path(locator.get_cache_path())
+
+
 def path(name: str, target: tuple[str, ...]) -> Path | None:
     """The file holding ``name`` for numba's ``target`` (triple, CPU name, feature string), or
     None without a cache directory."""
-    locator = _locator()
-    if locator is None:
+    cache = directory()
+    if cache is None:
         return None
     key = repr((name, tuple(target), numba.__version__, llvmlite.__version__))
     digest = hashlib.sha256(key.encode()).hexdigest()[:16]
-    return Path(locator.get_cache_path()) / f"tinyattn-{name}-{digest}.bin"
+    return cache / f"tinyattn-{name}-{digest}.bin"
 
 
 def read(name: str, target: tuple[str, ...]) -> bytes | None:

@@ -1,0 +1,252 @@
+"""Claims on numba's cache across processes, and the helper that compiles a family ahead.
+
+Every scenario runs in fresh processes with a cache directory of its own: what is tested is what
+two processes sharing one numba cache do. The suite itself runs without the helper
+(``tests/conftest.py``); these tests turn it on where they need it.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from kernel_helpers import ROOT
+
+from tinyattn.kernels import cache_claims
+from tinyattn.kernels.compile_ahead import VARIABLE
+
+
+def _environment(cache_dir: Path, ahead: bool) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(cache_dir),
+            VARIABLE: "1" if ahead else "0"}
+
+
+def _run(script: str, cache_dir: Path, ahead: bool = False) -> str:
+    """``script`` in a fresh interpreter sharing ``cache_dir``; its stdout (it must succeed)."""
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            env=_environment(cache_dir, ahead), cwd=ROOT, timeout=600,
+                            check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout
+
+
+def _last_line(output: str) -> str:
+    return output.strip().splitlines()[-1]
+
+
+_HOLD = """
+import sys
+from tinyattn.kernels import cache_claims
+assert cache_claims.claim(sys.argv[1])
+print("held", flush=True)
+sys.stdin.read()  # until the test closes it
+"""
+
+
+def test_a_claim_is_held_by_one_process_at_a_time(tmp_path):
+    path = str(tmp_path / "function.nbi.lock")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True,
+                              env=_environment(tmp_path, ahead=False), cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        start = time.monotonic()
+        assert not cache_claims.claim(path, wait=0.3)  # gives up after its wait
+        assert time.monotonic() - start >= 0.3
+        assert cache_claims.held() == []
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+    assert cache_claims.claim(path, wait=30)  # released when its holder exited
+    assert cache_claims.claim(path, wait=0)  # this process holds it already
+    assert cache_claims.held() == [path]
+    cache_claims.release(path)
+    cache_claims.release(path)  # not held: nothing
+    assert cache_claims.held() == []
+
+
+_COMPILE_SLOWLY = """
+import time
+import numpy as np
+from numba.core import event
+from tinyattn.kernels import special
+
+class Pause(event.Listener):
+    def on_start(self, ev):
+        if ev.data["dispatcher"] is special._erf_kernel:
+            print("compiling", flush=True)  # claimed since its cache miss
+            time.sleep(3)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Pause())
+special.erf(np.array([0.5], np.float32))
+"""
+
+_COUNT_COMPILES = """
+import json, math, time
+import numpy as np
+from numba.core import event
+from tinyattn.kernels import special
+
+compiled = []
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Count())
+start = time.monotonic()
+value = float(special.erf(np.array([0.5], np.float32))[0])
+print(json.dumps({"compiled": compiled, "seconds": time.monotonic() - start,
+                  "error": abs(value - math.erf(0.5))}))
+"""
+
+
+def test_a_process_that_misses_while_another_compiles_loads_the_others_code(tmp_path):
+    """The second process finds no code for ``_erf_kernel`` while the first compiles it: it
+    waits for the first's claim and loads what the first saved, compiling nothing."""
+    first = subprocess.Popen([sys.executable, "-c", _COMPILE_SLOWLY], stdout=subprocess.PIPE,
+                             text=True, env=_environment(tmp_path, ahead=False), cwd=ROOT)
+    try:
+        assert first.stdout.readline().strip() == "compiling"
+        second = json.loads(_last_line(_run(_COUNT_COMPILES, tmp_path)))
+    finally:
+        assert first.wait(timeout=600) == 0
+    assert second["compiled"] == []
+    assert second["seconds"] > 1.0  # it waited for the first
+    assert second["error"] < 1e-6
+
+
+_ATTENTION_FORWARD = """
+import os
+import numpy as np
+from tinyattn.kernels import compile_ahead
+from tinyattn.kernels.attention import attention_forward
+
+q = np.ones((1, 2, 5, 4), np.float32)
+attention_forward(q, q, q, is_causal=True)
+helper = compile_ahead._helper[0]
+print(os.getpriority(os.PRIO_PROCESS, helper.pid) - os.getpriority(os.PRIO_PROCESS, 0))
+helper.stdin.close()  # no more requests: it ends when done with those it has
+print(helper.wait(timeout=500))
+"""
+
+_ATTENTION_STEP = """
+import json
+import numpy as np
+from numba.core import event
+from tinyattn.kernels.attention import attention_backward, attention_forward
+
+compiled = []
+
+class Count(event.Listener):
+    def on_start(self, ev):
+        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+
+    def on_end(self, ev):
+        pass
+
+event.register("numba:compile", Count())
+q = np.ones((2, 4, 7, 4), np.float32)
+out, lse = attention_forward(q, q, q, is_causal=True)
+attention_backward(q, q, q, out, lse, out, is_causal=True)
+print(json.dumps(compiled))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
+def test_the_helper_compiles_the_rest_of_the_family_and_nothing_else(tmp_path):
+    """A process that runs attention's forward only: its helper, 10 steps nicer, compiles the
+    backward, which a later process then loads, and no other family."""
+    niceness, exit_code = _run(_ATTENTION_FORWARD, tmp_path, ahead=True).split()[-2:]
+    assert (niceness, exit_code) == ("10", "0")
+    assert _last_line(_run(_ATTENTION_STEP, tmp_path)) == "[]"
+    compiled_modules = {path.name.split(".")[0] for path in tmp_path.rglob("*.nbi")}
+    assert "attention" in compiled_modules
+    assert compiled_modules <= {"attention", "parallel", "simd", "exp", "reductions",
+                                "counter_rng"}, compiled_modules
+
+
+_STARTS_A_HELPER = """
+import numpy as np
+from tinyattn.kernels import compile_ahead
+from tinyattn.kernels.attention import attention_forward
+
+q = np.ones((1, 2, 5, 4), np.float32)
+attention_forward(q, q, q, is_causal=True)  # the helper is asked for attention's kernels
+print(compile_ahead._helper[0].pid)
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
+def test_the_helper_ends_with_the_process_that_started_it(tmp_path):
+    helper_pid = int(_last_line(_run(_STARTS_A_HELPER, tmp_path, ahead=True)))
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            os.kill(helper_pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.05)
+    pytest.fail("the helper outlived the process that started it")
+
+
+_HELPER_STATE = """
+import os, sys
+import numpy as np
+if sys.argv[1] == "one core":
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+from tinyattn.kernels import compile_ahead, special
+special.erf(np.array([0.5], np.float32))  # compiles: would start the helper
+print(compile_ahead._helper)
+"""
+
+
+@pytest.mark.parametrize("case", ["turned off", "one core"])
+def test_no_helper_when_turned_off_or_on_one_core(tmp_path, case):
+    result = subprocess.run([sys.executable, "-c", _HELPER_STATE, case], capture_output=True,
+                            text=True, env=_environment(tmp_path, ahead=case != "turned off"),
+                            cwd=ROOT, timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _last_line(result.stdout) == "[None]"
+
+
+_FAILING_KERNEL = """
+from tinyattn.kernels.jit import jit
+
+
+@jit
+def attribute_of(x):
+    return x.no_such_attribute
+"""
+
+_COMPILE_FAILS = """
+import sys
+import numpy as np
+from numba.core.errors import TypingError
+from tinyattn.kernels import cache_claims
+sys.path.insert(0, sys.argv[1])
+import failing
+try:
+    failing.attribute_of(np.ones(2))
+except TypingError:
+    print(cache_claims.held())
+"""
+
+
+def test_a_failed_compilation_releases_its_claim(tmp_path):
+    (tmp_path / "failing.py").write_text(_FAILING_KERNEL)
+    result = subprocess.run([sys.executable, "-c", _COMPILE_FAILS, str(tmp_path)],
+                            capture_output=True, text=True,
+                            env=_environment(tmp_path / "cache", ahead=False), cwd=ROOT,
+                            timeout=600, check=False)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert _last_line(result.stdout) == "[]"

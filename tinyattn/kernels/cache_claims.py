@@ -1,0 +1,84 @@
+"""One process at a time compiles a function into numba's on-disk cache: claims across processes.
+
+numba keeps one index file per jitted function, mapping each signature to a numbered data file
+of machine code. To save, it reads the index, takes the first free number, and writes the index
+and the data back. Two processes compiling the same function at once (two commands started
+together on an empty cache, or a command and its compile-ahead helper, :mod:`.compile_ahead`)
+could both take the same number: the index would then send one signature to the other's
+machine code. They would also do the same work twice.
+
+A *claim* is an exclusive ``flock`` on a file beside the function's index (``<index>.lock``),
+held from a cache miss until the compiled code is saved (:class:`~.jit._LoadingCache`). A
+process that misses while another holds the claim waits for it, then looks in the cache again
+and usually loads what the other saved. The save itself always holds the claim.
+
+No deadlock: a process compiles one function at a time (numba's compiler lock), holding its
+claim while the functions it calls compile, and calls do not form cycles. A claim not had
+within :data:`WAIT_SECONDS` is given up (the process compiles unclaimed, as numba alone would),
+and the operating system drops the claims of a process that exits. Where ``flock`` or the file
+cannot be had (another OS, a read-only cache directory) nothing is claimed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+
+try:
+    import fcntl
+except ImportError:  # not POSIX: no claims
+    fcntl = None
+
+#: The longest a process waits for another's claim before compiling unclaimed.
+WAIT_SECONDS = 120.0
+_POLL_SECONDS = 0.005
+
+_held: dict[str, int] = {}  # lock file → its open descriptor, for the claims of this process
+
+
+def available() -> bool:
+    """Whether claims work here (``flock`` exists)."""
+    return fcntl is not None
+
+
+def claim(path: str, wait: float = WAIT_SECONDS) -> bool:
+    """Hold the claim ``path`` (a lock file, created if missing), waiting up to ``wait`` seconds
+    while another process holds it. True when held, now or already by this process."""
+    if path in _held:
+        return True
+    if fcntl is None:
+        return False
+    try:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        return False
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                os.close(descriptor)
+                return False
+            time.sleep(_POLL_SECONDS)
+            continue
+        except OSError:
+            os.close(descriptor)
+            return False
+        _held[path] = descriptor
+        return True
+
+
+def release(path: str) -> None:
+    """Give up the claim ``path`` if this process holds it."""
+    descriptor = _held.pop(path, None)
+    if descriptor is not None:
+        with contextlib.suppress(OSError):
+            fcntl.flock(descriptor, fcntl.LOCK_UN)
+        os.close(descriptor)
+
+
+def held() -> list[str]:
+    """The claims this process holds."""
+    return list(_held)
