@@ -937,3 +937,18 @@ def test_annotated_transformer_label_smoothing_runs_and_matches_pytorch(labels):
     got.backward()
     expected.backward()
     np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-12, atol=1e-15)
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+@pytest.mark.parametrize("value", [-0.95, 0.0, 0.3, math.inf])
+def test_kl_div_over_an_empty_broadcast_gives_a_zero_target_gradient(log_target, value):
+    """A (1, 1) target against a (1, 0) input: the loss sums no terms, so its gradient with
+    respect to the target is an empty sum, 0, whatever the target holds (the target's own
+    terms, t ln t and eᵗ, may be nan or inf there)."""
+    x = ta.zeros((1, 0), requires_grad=True)
+    target = ta.tensor([[value]], requires_grad=True)
+    loss = F.kl_div(x.log_softmax(-1), target, reduction="batchmean", log_target=log_target)
+    assert loss.item() == 0.0
+    (grad,) = ta.autograd.grad(loss, [target])
+    np.testing.assert_array_equal(grad.numpy(), np.zeros((1, 1), np.float32))
+

@@ -287,6 +287,12 @@ MUTANTS: list[Mutant] = [
            "return np.full(n_rows, grad / n_rows if count else 0.0)",
            "cross-entropy's fast path divides by every row, ignored ones included ('mean')",
            FAST, "tests/test_losses.py"),
+    mutant("kl-div-target-terms-unbroadcast", "tinyattn/functional/loss.py",
+           "    if target.shape != shape:\n",
+           "    if False:\n",
+           "kl_div computes the target's own terms (t ln t, eᵗ) before broadcasting: over an "
+           "empty broadcast their gradient is 0 · nan = nan instead of 0",
+           "tests/test_losses.py"),
     mutant("embedding-rule-overwrite", "tinyattn/ops/embedding.py",
            "return index_put(table, (indices,), grad, accumulate=True), None, None",
            "return index_put(table, (indices,), grad, accumulate=False), None, None",

@@ -405,7 +405,11 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
                       "reduction='batchmean' divides by the batch size only and gives it. "
                       "PyTorch warns the same and plans to make 'mean' act as 'batchmean'.",
                       UserWarning, stacklevel=2)
-    broadcast_shapes("kl_div", input.shape, target.shape)
+    shape = broadcast_shapes("kl_div", input.shape, target.shape)
+    if target.shape != shape:
+        # The target's own terms (t ln t, eᵗ) on the broadcast shape too: their gradient then
+        # sums only what the loss used (0 over an empty broadcast, where 0 · ln t could be nan).
+        target = target.expand(shape)
     if log_target:
         pointwise = exp(target) * (target - input)
     else:  # t ln t is 0 at t = 0: take the log of 1 there
