@@ -3,14 +3,13 @@
 import importlib
 import io
 import math
-import os
 import pkgutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from fresh_process import COUNT_COMPILES, run_python
 from numba.core.registry import CPUDispatcher
 from printed import printed_number
 
@@ -20,8 +19,6 @@ from tinyattn.cli import build_parser, main
 from tinyattn.kernels.compile_notice import QUIET_VARIABLE, notice
 from tinyattn.kernels.families import FAMILIES, HELPER_MODULES
 from tinyattn.warmup import warmup
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 def _modules_with_kernels() -> set[str]:
@@ -94,40 +91,15 @@ for step in tqdm(range(3), file=sys.stderr, mininterval=0, ascii=True, desc="bar
 """
 
 
-def _python(args: list[str], cache_dir: str | Path, cwd: Path | None = None,
-            **env: str) -> subprocess.CompletedProcess:
-    """``python ARGS`` in a fresh interpreter with numba's cache in ``cache_dir`` (and this
-    checkout first on the path), which must succeed."""
-    environment = {k: v for k, v in os.environ.items() if k != QUIET_VARIABLE}
-    environment.update(NUMBA_CACHE_DIR=str(cache_dir), **env)
-    environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT),
-                                                              environment.get("PYTHONPATH")]))
-    result = subprocess.run([sys.executable, *args], env=environment, cwd=cwd,
-                            capture_output=True, text=True, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result
-
-
 def _child(code: str, cache_dir: str, **env: str) -> subprocess.CompletedProcess:
     """``code`` in a fresh interpreter with numba's cache in ``cache_dir``."""
-    return _python(["-c", code], cache_dir, **env)
+    return run_python(["-c", code], cache_dir, **env)
 
 
-_DROPOUT_BOTH_PATHS = """
-from numba.core import event
+_DROPOUT_BOTH_PATHS = COUNT_COMPILES + """
 import numpy as np
 from tinyattn.kernels.dropout import dropout_apply
 
-compiled = []
-
-class Count(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev):
-        pass
-
-event.register("numba:compile", Count())
 for size in (3, 1 << 20):  # the serial path, then the parallel one
     dropout_apply(np.ones(size, np.float32), seed=1, p=0.5)
 print(len(compiled), sorted(set(compiled)))
@@ -203,7 +175,7 @@ print(loss.item())
 def _command(args: list[str], cache_dir: Path, cwd: Path) -> str:
     """``python -m tinyattn ARGS`` in a fresh process with numba's cache in ``cache_dir``;
     its stderr."""
-    return _python(["-m", "tinyattn", *args], cache_dir, cwd).stderr
+    return run_python(["-m", "tinyattn", *args], cache_dir, cwd).stderr
 
 
 def test_a_second_command_loads_what_the_first_compiled(tmp_path):
@@ -223,30 +195,12 @@ def test_a_second_command_loads_what_the_first_compiled(tmp_path):
         assert notice(f"tinyattn.kernels.{family_module}", "float32") not in second, second
 
 
-_COUNT_COMPILES = """
-from numba.core import event
-
-compiled = []
-
-
-class Count(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", Count())
-"""
-
-
 def test_after_warmup_a_training_script_compiles_nothing(tmp_path):
     """warmup's tiny inputs, backward before forward where it has them, give each kernel the
     signatures a training step calls it with: the small script's steps then compile nothing."""
     cache = tmp_path / "cache"
     _child("from tinyattn.warmup import warmup; warmup(['float32'])", cache)
-    (tmp_path / "script.py").write_text(_COUNT_COMPILES + _SMALL_TORCH_SCRIPT +
+    (tmp_path / "script.py").write_text(COUNT_COMPILES + _SMALL_TORCH_SCRIPT +
                                         "print(compiled)\n")
-    out = _python(["-m", "tinyattn", "run", "script.py"], cache, tmp_path).stdout
+    out = run_python(["-m", "tinyattn", "run", "script.py"], cache, tmp_path).stdout
     assert out.strip().splitlines()[-1] == "[]"

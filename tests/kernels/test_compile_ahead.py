@@ -10,27 +10,21 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-from kernel_helpers import ROOT
+from fresh_process import COUNT_COMPILES, ROOT, environment, run_python
 
 from tinyattn.kernels import cache_claims
 from tinyattn.kernels.compile_ahead import VARIABLE
 
 
-def _environment(cache_dir: Path, ahead: bool) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT), "NUMBA_CACHE_DIR": str(cache_dir),
-            VARIABLE: "1" if ahead else "0"}
+def _ahead(on: bool) -> dict[str, str]:
+    return {VARIABLE: "1" if on else "0"}
 
 
-def _run(script: str, cache_dir: Path, ahead: bool = False) -> str:
+def _run(script: str, cache_dir, ahead: bool = False, *args: str) -> str:
     """``script`` in a fresh interpreter sharing ``cache_dir``; its stdout (it must succeed)."""
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
-                            env=_environment(cache_dir, ahead), cwd=ROOT, timeout=600,
-                            check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    return result.stdout
+    return run_python(["-c", script, *args], cache_dir, **_ahead(ahead)).stdout
 
 
 def _last_line(output: str) -> str:
@@ -50,7 +44,7 @@ def test_a_claim_is_held_by_one_process_at_a_time(tmp_path):
     path = str(tmp_path / "function.nbi.lock")
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, path], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True,
-                              env=_environment(tmp_path, ahead=False), cwd=ROOT)
+                              env=environment(tmp_path, **_ahead(False)), cwd=ROOT)
     try:
         assert holder.stdout.readline().strip() == "held"
         start = time.monotonic()
@@ -87,22 +81,11 @@ event.register("numba:compile", Pause())
 special.erf(np.array([0.5], np.float32))
 """
 
-_COUNT_COMPILES = """
+_ERF_COUNTING_COMPILES = COUNT_COMPILES + """
 import json, math, time
 import numpy as np
-from numba.core import event
 from tinyattn.kernels import special
 
-compiled = []
-
-class Count(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev):
-        pass
-
-event.register("numba:compile", Count())
 start = time.monotonic()
 value = float(special.erf(np.array([0.5], np.float32))[0])
 print(json.dumps({"compiled": compiled, "seconds": time.monotonic() - start,
@@ -114,10 +97,10 @@ def test_a_process_that_misses_while_another_compiles_loads_the_others_code(tmp_
     """The second process finds no code for ``_erf_kernel`` while the first compiles it: it
     waits for the first's claim and loads what the first saved, compiling nothing."""
     first = subprocess.Popen([sys.executable, "-c", _COMPILE_SLOWLY], stdout=subprocess.PIPE,
-                             text=True, env=_environment(tmp_path, ahead=False), cwd=ROOT)
+                             text=True, env=environment(tmp_path, **_ahead(False)), cwd=ROOT)
     try:
         assert first.stdout.readline().strip() == "compiling"
-        second = json.loads(_last_line(_run(_COUNT_COMPILES, tmp_path)))
+        second = json.loads(_last_line(_run(_ERF_COUNTING_COMPILES, tmp_path)))
     finally:
         assert first.wait(timeout=600) == 0
     assert second["compiled"] == []
@@ -139,22 +122,11 @@ helper.stdin.close()  # no more requests: it ends when done with those it has
 print(helper.wait(timeout=500))
 """
 
-_ATTENTION_STEP = """
+_ATTENTION_STEP = COUNT_COMPILES + """
 import json
 import numpy as np
-from numba.core import event
 from tinyattn.kernels.attention import attention_backward, attention_forward
 
-compiled = []
-
-class Count(event.Listener):
-    def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
-
-    def on_end(self, ev):
-        pass
-
-event.register("numba:compile", Count())
 q = np.ones((2, 4, 7, 4), np.float32)
 out, lse = attention_forward(q, q, q, is_causal=True)
 attention_backward(q, q, q, out, lse, out, is_causal=True)
@@ -212,11 +184,7 @@ print(compile_ahead._helper)
 
 @pytest.mark.parametrize("case", ["turned off", "one core"])
 def test_no_helper_when_turned_off_or_on_one_core(tmp_path, case):
-    result = subprocess.run([sys.executable, "-c", _HELPER_STATE, case], capture_output=True,
-                            text=True, env=_environment(tmp_path, ahead=case != "turned off"),
-                            cwd=ROOT, timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert _last_line(result.stdout) == "[None]"
+    assert _last_line(_run(_HELPER_STATE, tmp_path, case != "turned off", case)) == "[None]"
 
 
 _FAILING_KERNEL = """
@@ -244,9 +212,4 @@ except TypingError:
 
 def test_a_failed_compilation_releases_its_claim(tmp_path):
     (tmp_path / "failing.py").write_text(_FAILING_KERNEL)
-    result = subprocess.run([sys.executable, "-c", _COMPILE_FAILS, str(tmp_path)],
-                            capture_output=True, text=True,
-                            env=_environment(tmp_path / "cache", ahead=False), cwd=ROOT,
-                            timeout=600, check=False)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert _last_line(result.stdout) == "[]"
+    assert _last_line(_run(_COMPILE_FAILS, tmp_path / "cache", False, str(tmp_path))) == "[]"
