@@ -136,6 +136,13 @@ CASES = {
         lambda F, x, t, r: F.kl_div(x, t, reduction=r, log_target=True),
         lambda x, t, r: _np_kl(x, t, r, True), (X, np.log(PROBS)), (0, 1),
         ["batchmean", "sum", "none"]),
+    "kl_div(broadcast target)": (  # a target of (1, 4) against (3, 4): broadcast first
+        lambda F, x, t, r: F.kl_div(x, t, reduction=r),
+        lambda x, t, r: _np_kl(x, t, r), (X, PROBS[:1]), (0, 1), ["batchmean", "sum", "none"]),
+    "kl_div(log_target, broadcast target)": (
+        lambda F, x, t, r: F.kl_div(x, t, reduction=r, log_target=True),
+        lambda x, t, r: _np_kl(x, t, r, True), (X, np.log(PROBS[:, :1])), (0, 1),
+        ["batchmean", "sum", "none"]),
     "mse_loss": (
         lambda F, x, t, r: F.mse_loss(x, t, reduction=r),
         lambda x, t, r: _np_mse(x, t, r), (X, T), (0, 1), REDUCTIONS),
