@@ -317,3 +317,114 @@ def test_pow_by_a_half_is_the_correctly_rounded_root(dtype):
     finite = np.isfinite(expected)
     np.testing.assert_array_equal(np.isnan(theirs), np.isnan(expected))
     np.testing.assert_array_max_ulp(ours[finite], theirs[finite], maxulp=1)
+
+
+# ---- integer division: empty results, exact truncation ------------------------------------------
+def _divisions(m):
+    return {"//": lambda a, b: a // b, "%": lambda a, b: a % b,
+            "floor": lambda a, b: m.div(a, b, rounding_mode="floor"),
+            "trunc": lambda a, b: m.div(a, b, rounding_mode="trunc")}
+
+
+@pytest.mark.parametrize("op", ["//", "%", "floor", "trunc"])
+def test_an_integer_zero_divisor_raises_only_when_a_division_takes_place(op):
+    """A zero divisor over an empty broadcast divides nothing: the result is empty, as in
+    PyTorch; with elements it raises PyTorch's ``ZeroDivisionError``."""
+    for dividend, divisor in (([], 0), (5, []), ([[]], [[0], [0]])):
+        results = []
+        for m in MODULES:
+            results.append(_divisions(m)[op](m.tensor(dividend, dtype=m.int64),
+                                             m.tensor(divisor, dtype=m.int64)))
+        ours, theirs = results
+        assert ours.shape == tuple(theirs.shape) and ours.numel() == 0
+        assert _dtype(ours) == _dtype(theirs) == "int64"
+    with pytest.raises(ZeroDivisionError, match="integer division by zero"):
+        _divisions(ta)[op](ta.tensor([3, 4]), ta.tensor([1, 0]))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        _divisions(torch)[op](torch.tensor([3, 4]), torch.tensor([1, 0]))
+
+
+def test_integer_division_by_trunc_is_exact_and_checks_its_operands():
+    """Rounded toward zero in integers, not through a float quotient (which loses the last
+    digits past 2**53): against Python's exact integers and against PyTorch."""
+    dividends = [-7, 7, -7, 7, 0, -(2**63) + 1, 2**62 + 3, -(2**53) - 1, 9]
+    divisors = [2, -2, -2, 2, 5, 3, -7, 1, 9]
+    expected = [abs(a) // abs(b) * (1 if (a < 0) == (b < 0) else -1)
+                for a, b in zip(dividends, divisors, strict=True)]
+    ours = ta.div(ta.tensor(dividends), ta.tensor(divisors), rounding_mode="trunc")
+    theirs = torch.div(torch.tensor(dividends), torch.tensor(divisors), rounding_mode="trunc")
+    assert _dtype(ours) == _dtype(theirs) == "int64"
+    assert ours.tolist() == expected == theirs.tolist()
+    with pytest.raises(ValueError, match=r"div: shapes \(2,\) and \(3,\) are not broadcastable"):
+        ta.div(ta.tensor([1, 2]), ta.tensor([1, 2, 3]), rounding_mode="trunc")
+    with pytest.raises(DTypeError, match="div: bool tensors are not supported"):
+        ta.div(ta.tensor([True]), ta.tensor([True]), rounding_mode="trunc")
+
+
+# ---- regression losses: broadcast operands, infinite and NaN differences ------------------------
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
+@pytest.mark.parametrize("input_dtype, target_dtype, expected",
+                         [("float64", "float32", "float64"), ("float32", "float64", "float64")])
+def test_a_0d_operand_broadcast_against_a_tensor_counts_as_dimensioned(name, input_dtype,
+                                                                        target_dtype, expected):
+    """PyTorch expands both operands to their broadcast shape before computing, so a 0-d
+    input against a ``(1, 1, 1)`` target promotes as two dimensioned tensors: a 0-d float64
+    input makes the loss float64. (``huber_loss`` keeps the input's dtype, and PyTorch's
+    backward of mixed dtypes fails there: its gradient is not compared.)"""
+    if name == "huber_loss":
+        expected = input_dtype
+    results = []
+    for m in MODULES:
+        x = m.tensor(np.array(0.3, dtype=input_dtype), requires_grad=True)
+        t = m.tensor(np.full((1, 1, 2), -0.5, dtype=target_dtype))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            loss = getattr(m.nn.functional, name)(x, t, reduction="sum")
+        if name != "huber_loss":
+            loss.backward()
+        grad = (None, None) if x.grad is None else (_dtype(x.grad), x.grad.item())
+        results.append((_dtype(loss), loss.item(), *grad))
+    ours, theirs = results
+    assert ours[0] == theirs[0] == expected
+    assert ours[1] == pytest.approx(theirs[1], rel=1e-6)
+    if name != "huber_loss":
+        assert ours[2] == theirs[2] == input_dtype
+        assert ours[3] == pytest.approx(theirs[3], rel=1e-6)
+
+
+@pytest.mark.parametrize("name, bound", [("smooth_l1_loss", 1.0), ("huber_loss", 1.0)])
+def test_an_infinite_difference_has_the_linear_pieces_gradient_and_nan_stays_nan(name, bound):
+    """Where ``d = x − t`` is infinite the loss takes its linear piece, whose gradient is
+    ``sign(d)`` (times δ for Huber): the quadratic piece not taken must not add ``0 · ∞``. A NaN
+    ``d`` has a NaN gradient (PyTorch's backward takes the quadratic piece there)."""
+    x = np.array([np.inf, -np.inf, 0.25, 3.0, np.nan, 0.0])
+    t = np.array([0.0, 1.0, 0.0, 0.0, 0.0, np.inf])
+    sign = np.sign(x - t)
+    expected = np.where(np.abs(x - t) >= bound, sign, (x - t))  # δ = β = 1
+    results = []
+    for m in MODULES:
+        xs, ts = m.tensor(x, requires_grad=True), m.tensor(t, requires_grad=True)
+        getattr(m.nn.functional, name)(xs, ts, reduction="sum").backward()
+        results.append((_np(xs.grad), _np(ts.grad)))
+    (dx, dt), (torch_dx, torch_dt) = results
+    np.testing.assert_array_equal(dx, expected)
+    np.testing.assert_array_equal(dt, -expected)
+    np.testing.assert_array_equal(dx, torch_dx)
+    np.testing.assert_array_equal(dt, torch_dt)
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_of_a_0d_target_promotes_as_a_0d_operand(log_target):
+    """``kl_div`` does not expand its operands first (unlike the regression losses): a 0-d
+    float64 target does not promote a float32 input of shape ``(3,)``, so the loss is float32,
+    while the target's gradient keeps the target's float64."""
+    results = []
+    for m in MODULES:
+        x = m.tensor(np.full(3, -1.2, dtype=np.float32), requires_grad=True)
+        t = m.tensor(np.array(0.3), requires_grad=True)
+        loss = m.nn.functional.kl_div(x, t, reduction="sum", log_target=log_target)
+        loss.backward()
+        results.append((_dtype(loss), _dtype(x.grad), _dtype(t.grad), loss.item(), t.grad.item()))
+    ours, theirs = results
+    assert ours[:3] == theirs[:3] == ("float32", "float32", "float64")
+    assert ours[3:] == pytest.approx(theirs[3:], rel=1e-5, abs=1e-6)  # float32 sums

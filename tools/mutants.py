@@ -293,6 +293,37 @@ MUTANTS: list[Mutant] = [
            "kl_div computes the target's own terms (t ln t, eᵗ) before broadcasting: over an "
            "empty broadcast their gradient is 0 · nan = nan instead of 0",
            "tests/test_losses.py"),
+    mutant("kl-div-expanded-target-promotes", "tinyattn/functional/loss.py",
+           "        if target.dtype != dtype:\n            target = target.to(dtype)\n",
+           "",
+           "kl_div's target, expanded to the broadcast shape, promotes as a dimensioned tensor: "
+           "a 0-d float64 target makes a float32 input's loss float64 (PyTorch's is float32)",
+           "tests/test_torch_corners.py"),
+    mutant("regression-loss-operands-unexpanded", "tinyattn/functional/loss.py",
+           "        input, target = input.expand(shape), target.expand(shape)\n",
+           "",
+           "the regression losses subtract operands of different shapes without expanding them "
+           "first: a 0-d float64 input against a float32 tensor gives a float32 loss (PyTorch's "
+           "is float64)",
+           "tests/test_torch_corners.py"),
+    mutant("smooth-l1-quadratic-unmasked", "tinyattn/functional/loss.py",
+           "    return where(size >= bound, 0.0, diff)",
+           "    return diff",
+           "smooth_l1_loss and huber_loss square the unmasked difference: an infinite one "
+           "gets the gradient 0 · ∞ = nan from the piece not taken",
+           "tests/test_torch_corners.py"),
+    mutant("zero-divisor-over-empty-broadcast", "tinyattn/ops/arithmetic.py",
+           "if a.dtype.kind in \"iu\" and math.prod(shape) and (b.numpy() == 0).any():",
+           "if a.dtype.kind in \"iu\" and (b.numpy() == 0).any():",
+           "an integer zero divisor raises even over an empty broadcast, where PyTorch "
+           "divides nothing and returns an empty result",
+           "tests/test_torch_corners.py"),
+    mutant("trunc-division-through-floats", "tinyattn/ops/arithmetic.py",
+           "        q = np.asarray(np.floor_divide(x, y))\n",
+           "        q = np.asarray(np.floor_divide(x.astype(float), y).astype(x.dtype))\n",
+           "integer division with rounding_mode='trunc' goes through a float quotient, which "
+           "loses the last digits of quotients past 2**53",
+           "tests/test_torch_corners.py"),
     mutant("embedding-rule-overwrite", "tinyattn/ops/embedding.py",
            "return index_put(table, (indices,), grad, accumulate=True), None, None",
            "return index_put(table, (indices,), grad, accumulate=False), None, None",

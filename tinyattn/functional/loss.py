@@ -21,6 +21,7 @@ import warnings
 
 import numpy as np
 
+from ..dtypes import result_type
 from ..errors import DTypeError, ShapeError
 from ..ops import exp, gather, log, log1p, log_softmax, relu, where
 from ..ops.binary_cross_entropy import BinaryCrossEntropy
@@ -85,7 +86,10 @@ def _regression_pair(op: str, input: Tensor, target: Tensor,
     """Check a regression loss's tensors and return them ready to subtract: a bool one beside
     a float one becomes that float dtype (0 and 1), as PyTorch's loss kernels take it.
 
-    Different shapes broadcast, with PyTorch's warning. ``integers``: two integer tensors are
+    Different shapes broadcast, with PyTorch's warning, and both tensors are expanded to the
+    broadcast shape first (as PyTorch's ``broadcast_tensors`` there): a 0-d one then counts as
+    dimensioned in the dtype promotion (a 0-d float64 input against a float32 target of shape
+    ``(1, 1)`` gives a float64 loss). ``integers``: two integer tensors are
     accepted too (``l1_loss``, which PyTorch computes as ``(input - target).abs()``; it refuses
     bool there, as its subtraction does)."""
     check_tensor(op, "input", input)
@@ -109,13 +113,16 @@ def _regression_pair(op: str, input: Tensor, target: Tensor,
                       f"differ; they are broadcast to {shape} (as PyTorch does, with the same "
                       "warning), which is rarely what was meant: give them the same shape",
                       UserWarning, stacklevel=3)
+        input, target = input.expand(shape), target.expand(shape)
     return input, target
 
 
 def _elementwise_weight(op: str, weight: Tensor | None, input: Tensor) -> Tensor | None:
-    """The ``weight`` of ``mse_loss``/``l1_loss``/``huber_loss``: the input's shape exactly."""
+    """The ``weight`` of ``mse_loss``/``l1_loss``/``huber_loss``: the input's shape exactly (the
+    input as given, before any broadcast against the target, as PyTorch checks it)."""
     if weight is None:
         return None
+    check_tensor(op, "input", input)
     check_tensor(op, "weight", weight)
     if weight.shape != input.shape:
         raise ShapeError(f"{op}: weight must have the input's shape {input.shape}, got "
@@ -409,7 +416,12 @@ def kl_div(input: Tensor, target: Tensor, size_average: bool | None = None,
     if target.shape != shape:
         # The target's own terms (t ln t, eᵗ) on the broadcast shape too: their gradient then
         # sums only what the loss used (0 over an empty broadcast, where 0 · ln t could be nan).
+        # In the dtype the operands promote to as given: a 0-d float64 target expanded would
+        # otherwise make a float32 input's loss float64, where PyTorch's is float32.
+        dtype = result_type(input, target)
         target = target.expand(shape)
+        if target.dtype != dtype:
+            target = target.to(dtype)
     if log_target:
         pointwise = exp(target) * (target - input)
     else:  # t ln t is 0 at t = 0: take the log of 1 there
@@ -450,8 +462,8 @@ def mse_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     5.0
     """
     reduction = legacy_reduction("mse_loss", reduction, size_average, reduce)
-    input, target = _regression_pair("mse_loss", input, target)
     weight = _elementwise_weight("mse_loss", weight, input)
+    input, target = _regression_pair("mse_loss", input, target)
     diff = input - target
     return _weighted_reduce(diff * diff, weight, reduction, mean_by_weight=True)
 
@@ -473,13 +485,23 @@ def l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
     2.0
     """
     reduction = legacy_reduction("l1_loss", reduction, size_average, reduce)
+    weight = _elementwise_weight("l1_loss", weight, input)
     input, target = _regression_pair("l1_loss", input, target, integers=True)
     if reduction == "mean" and "f" not in input.dtype.kind + target.dtype.kind:
         raise DTypeError(f"l1_loss: reduction='mean' of integer tensors (dtypes {input.dtype} "
                          f"and {target.dtype}) has no integer result: convert them with "
                          ".float(), or use reduction='sum' (PyTorch refuses the mean too)")
-    weight = _elementwise_weight("l1_loss", weight, input)
     return _weighted_reduce((input - target).abs(), weight, reduction, mean_by_weight=True)
+
+
+def _inside(diff: Tensor, size: Tensor, bound: float) -> Tensor:
+    """``d``, but 0 where ``|d| >= bound``: the operand of the quadratic piece of
+    :func:`smooth_l1_loss` and :func:`huber_loss`, which take the linear piece where
+    ``|d| >= bound`` and the quadratic one elsewhere. Squared unmasked, an infinite ``d`` would
+    give the piece that is not taken the gradient ``0 · 2d = 0 · ∞ = nan``; masked, it is 0, and
+    the gradient there is the linear piece's ``sign(d)``, as PyTorch's. A NaN ``d`` takes the
+    quadratic piece, so its gradient is NaN, as PyTorch's backward gives it."""
+    return where(size >= bound, 0.0, diff)
 
 
 def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = None,
@@ -504,7 +526,8 @@ def smooth_l1_loss(input: Tensor, target: Tensor, size_average: bool | None = No
     size = diff.abs()
     if beta == 0.0:
         return _reduce(size, reduction)
-    loss = where(size < beta, diff * diff * (0.5 / beta), size - 0.5 * beta)
+    inside = _inside(diff, size, beta)
+    loss = where(size >= beta, size - 0.5 * beta, inside * inside * (0.5 / beta))
     return _reduce(loss, reduction)
 
 
@@ -532,12 +555,13 @@ def huber_loss(input: Tensor, target: Tensor, reduction: str = "mean", delta: fl
     if input.dtype.kind != "f":  # PyTorch's huber_loss writes its result in the input's dtype
         raise DTypeError(f"huber_loss: input must be a floating point tensor (the loss has the "
                          f"input's dtype, as in PyTorch), got dtype {input.dtype}")
+    weight = _elementwise_weight("huber_loss", weight, input)
     input, target = _regression_pair("huber_loss", input, target.to(input.dtype)
                                      if isinstance(target, Tensor) else target)
-    weight = _elementwise_weight("huber_loss", weight, input)
     diff = input - target
     size = diff.abs()
-    loss = where(size < delta, diff * diff * 0.5, (size - 0.5 * delta) * delta)
+    inside = _inside(diff, size, delta)
+    loss = where(size >= delta, (size - 0.5 * delta) * delta, inside * inside * 0.5)
     return _weighted_reduce(loss, weight, reduction, mean_by_weight=False)
 
 

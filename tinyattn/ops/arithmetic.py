@@ -7,6 +7,7 @@ Every backward here returns a gradient of the *output* (broadcast) shape; the en
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -266,10 +267,16 @@ def div(input: Any, other: Any, rounding_mode: str | None = None) -> Tensor:
         return floor_divide(input, other)
     if rounding_mode == "trunc":
         a, b = operands("div", input, other)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            q = np.trunc(a.numpy() / b.numpy()) if a.dtype.kind == "f" else \
-                np.fix(np.true_divide(a.numpy(), b.numpy())).astype(a.dtype)
-        return Tensor(q.astype(a.dtype, copy=False))
+        x, y = a.numpy(), b.numpy()
+        if a.dtype.kind == "f":
+            broadcast_shapes("div", a.shape, b.shape)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                return Tensor(np.asarray(np.trunc(x / y)).astype(a.dtype, copy=False))
+        _check_divisor("div", a, b)
+        # exact in integers (a float quotient loses digits past 2**53): the floor quotient,
+        # moved up by one where it rounded a negative quotient down
+        q = np.asarray(np.floor_divide(x, y))
+        return Tensor(q + ((np.remainder(x, y) != 0) & ((x < 0) != (y < 0))).astype(q.dtype))
     raise ValueError(f"div: rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
@@ -356,16 +363,18 @@ class Remainder(Function):
 
 
 def _check_divisor(op: str, a: Tensor, b: Tensor) -> None:
+    """Refuse bool operands, and an integer division with a zero divisor, as PyTorch does: only
+    when the result has elements (over an empty broadcast no division takes place)."""
     if a.dtype.kind == "b":
         raise DTypeError(f"{op}: bool tensors are not supported")
-    if a.dtype.kind in "iu" and (b.numpy() == 0).any():
+    shape = broadcast_shapes(op, a.shape, b.shape)
+    if a.dtype.kind in "iu" and math.prod(shape) and (b.numpy() == 0).any():
         raise ZeroDivisionError(f"{op}: integer division by zero")
 
 
 def floor_divide(input: Any, other: Any) -> Tensor:
     """Elementwise ``floor(input / other)``, as ``torch.floor_divide`` (``//``)."""
     a, b = operands("floor_divide", input, other)
-    broadcast_shapes("floor_divide", a.shape, b.shape)
     _check_divisor("floor_divide", a, b)
     return FloorDivide.apply(a, b)
 
@@ -373,6 +382,5 @@ def floor_divide(input: Any, other: Any) -> Tensor:
 def remainder(input: Any, other: Any) -> Tensor:
     """Elementwise remainder with the sign of ``other`` (Python's ``%``)."""
     a, b = operands("remainder", input, other)
-    broadcast_shapes("remainder", a.shape, b.shape)
     _check_divisor("remainder", a, b)
     return Remainder.apply(a, b)
