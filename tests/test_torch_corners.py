@@ -428,3 +428,50 @@ def test_kl_div_of_a_0d_target_promotes_as_a_0d_operand(log_target):
     ours, theirs = results
     assert ours[:3] == theirs[:3] == ("float32", "float32", "float64")
     assert ours[3:] == pytest.approx(theirs[3:], rel=1e-5, abs=1e-6)  # float32 sums
+
+
+# ---- advanced indexing: a contiguous result -----------------------------------------------------
+@pytest.mark.parametrize("expression", ["x[:, [0, 2]]", "x[:, :, [1, 1, 0]]",
+                                        "x[[1, 0], :, [1, 1]]",
+                                        "x[:, m.tensor([True, False, True])]",
+                                        "x.repeat_interleave(2, dim=1)",
+                                        "x.index_select(2, m.tensor([3, 0]))", "x[0, [1, 2]]"])
+def test_an_advanced_index_gives_a_contiguous_result_that_views_as_in_pytorch(expression):
+    """PyTorch gathers into a new contiguous tensor whatever the indexed dim; numpy puts an
+    index after the first dim on the outer axis in memory. The result must be contiguous, so
+    that a later ``view`` of it works (it failed after ``repeat_interleave(n, dim=1)``), with
+    the values and strides of PyTorch's."""
+    results = []
+    for m in MODULES:
+        x = m.arange(24.0).reshape(2, 3, 4).requires_grad_()
+        y = eval(expression, {"x": x, "m": m})  # noqa: S307
+        flat = y.view(-1)
+        flat.backward(m.arange(float(flat.numel())))
+        results.append((y.is_contiguous(), tuple(y.stride()), _np(flat).tolist(),
+                        _np(x.grad).tolist()))
+    ours, theirs = results
+    assert ours[0] is True and theirs[0] is True
+    assert ours[1:] == theirs[1:]
+
+
+@pytest.mark.parametrize("input_dtype, target_dtype", [("float32", "float64"),
+                                                       ("float64", "float32")])
+@pytest.mark.parametrize("shape", [(), (3,)])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_bce_with_logits_has_the_targets_dtype_as_in_pytorch(input_dtype, target_dtype, shape,
+                                                             reduction):
+    """PyTorch computes the loss in place in a buffer of the target's dtype, so a float64 input
+    against a float32 target gives a float32 loss; the gradients keep their leaves' dtypes."""
+    results = []
+    for m in MODULES:
+        x = m.tensor(np.full(shape, 0.3, dtype=input_dtype), requires_grad=True)
+        t = m.tensor(np.full(shape, 0.75, dtype=target_dtype), requires_grad=True)
+        loss = m.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction)
+        loss.sum().backward()
+        results.append((_dtype(loss), _dtype(x.grad), _dtype(t.grad),
+                        _np(loss).astype(np.float64).tolist(),
+                        _np(x.grad).astype(np.float64).tolist()))
+    ours, theirs = results
+    assert ours[:3] == theirs[:3] == (target_dtype, input_dtype, target_dtype)
+    np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-6)
+    np.testing.assert_allclose(ours[4], theirs[4], rtol=1e-6)

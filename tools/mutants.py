@@ -299,6 +299,19 @@ MUTANTS: list[Mutant] = [
            "kl_div's target, expanded to the broadcast shape, promotes as a dimensioned tensor: "
            "a 0-d float64 target makes a float32 input's loss float64 (PyTorch's is float32)",
            "tests/test_torch_corners.py"),
+    mutant("advanced-index-layout-kept", "tinyattn/ops/index.py",
+           "        return gathered if gathered.flags.c_contiguous else gathered.copy(order=\"C\")",
+           "        return gathered",
+           "an advanced index keeps numpy's layout: x[:, idx] is not contiguous, so a later "
+           "view of it (after repeat_interleave(n, dim=1)) fails where PyTorch's works",
+           "tests/test_torch_corners.py"),
+    mutant("bce-logits-promoted-dtype", "tinyattn/functional/loss.py",
+           "    if loss.dtype != target.dtype:  # PyTorch's loss is written in the target's dtype\n"
+           "        loss = loss.to(target.dtype)\n",
+           "",
+           "binary_cross_entropy_with_logits promotes its operands: a float64 input and a "
+           "float32 target give a float64 loss (PyTorch's has the target's dtype)",
+           "tests/test_torch_corners.py"),
     mutant("regression-loss-operands-unexpanded", "tinyattn/functional/loss.py",
            "        input, target = input.expand(shape), target.expand(shape)\n",
            "",

@@ -643,6 +643,9 @@ def binary_cross_entropy_with_logits(
     pos_weight : Tensor, optional, broadcast to the target's shape: the weight of the positive
         term, one per class (shape (C,) for a target (N, C))
 
+    The loss has the target's dtype, as PyTorch's (which computes it in place in a buffer of
+    the target's dtype): a float64 input and a float32 target give a float32 loss.
+
     Unlike PyTorch, which refuses a ``weight`` or ``pos_weight`` that requires grad, tinyattn
     differentiates them.
 
@@ -670,6 +673,8 @@ def binary_cross_entropy_with_logits(
         loss = (1 - target) * input + (1 + (pos_weight - 1) * target) * softplus_neg
     if weight is not None:
         loss = loss * weight
+    if loss.dtype != target.dtype:  # PyTorch's loss is written in the target's dtype
+        loss = loss.to(target.dtype)
     return _reduce(loss, reduction)
 
 

@@ -50,9 +50,14 @@ class Index:
         self.advanced = advanced
 
     def get(self, x: np.ndarray) -> np.ndarray:
-        """``x[index]``."""
+        """``x[index]``: a view for a basic index; for an advanced one a new array laid out
+        C-contiguously, as PyTorch's (numpy's puts an advanced index after the first dim on
+        the outer axis in memory: its ``x[:, idx]`` cannot be ``view``-ed as PyTorch's can)."""
         selected = x[self.basic]
-        return selected if self.advanced is None else selected[self.advanced]
+        if self.advanced is None:
+            return selected
+        gathered = selected[self.advanced]
+        return gathered if gathered.flags.c_contiguous else gathered.copy(order="C")
 
     def put(self, x: np.ndarray, values: np.ndarray, accumulate: bool) -> None:
         """``x[index] = values`` (or ``+=`` with repeats summed when ``accumulate``), in place."""
