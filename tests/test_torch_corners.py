@@ -361,7 +361,7 @@ def test_integer_division_by_trunc_is_exact_and_checks_its_operands():
         ta.div(ta.tensor([True]), ta.tensor([True]), rounding_mode="trunc")
 
 
-# ---- regression losses: broadcast operands, infinite and NaN differences ------------------------
+# ---- losses: dtypes of broadcast operands, infinite and NaN differences -------------------------
 @pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
 @pytest.mark.parametrize("input_dtype, target_dtype, expected",
                          [("float64", "float32", "float64"), ("float32", "float64", "float64")])
@@ -430,6 +430,29 @@ def test_kl_div_of_a_0d_target_promotes_as_a_0d_operand(log_target):
     assert ours[3:] == pytest.approx(theirs[3:], rel=1e-5, abs=1e-6)  # float32 sums
 
 
+@pytest.mark.parametrize("input_dtype, target_dtype", [("float32", "float64"),
+                                                       ("float64", "float32")])
+@pytest.mark.parametrize("shape", [(), (3,)])
+@pytest.mark.parametrize("reduction", ["none", "mean"])
+def test_bce_with_logits_has_the_targets_dtype_as_in_pytorch(input_dtype, target_dtype, shape,
+                                                             reduction):
+    """PyTorch computes the loss in place in a buffer of the target's dtype, so a float64 input
+    against a float32 target gives a float32 loss; the gradients keep their leaves' dtypes."""
+    results = []
+    for m in MODULES:
+        x = m.tensor(np.full(shape, 0.3, dtype=input_dtype), requires_grad=True)
+        t = m.tensor(np.full(shape, 0.75, dtype=target_dtype), requires_grad=True)
+        loss = m.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction)
+        loss.sum().backward()
+        results.append((_dtype(loss), _dtype(x.grad), _dtype(t.grad),
+                        _np(loss).astype(np.float64).tolist(),
+                        _np(x.grad).astype(np.float64).tolist()))
+    ours, theirs = results
+    assert ours[:3] == theirs[:3] == (target_dtype, input_dtype, target_dtype)
+    np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-6)
+    np.testing.assert_allclose(ours[4], theirs[4], rtol=1e-6)
+
+
 # ---- advanced indexing: a contiguous result -----------------------------------------------------
 @pytest.mark.parametrize("expression", ["x[:, [0, 2]]", "x[:, :, [1, 1, 0]]",
                                         "x[[1, 0], :, [1, 1]]",
@@ -452,26 +475,3 @@ def test_an_advanced_index_gives_a_contiguous_result_that_views_as_in_pytorch(ex
     ours, theirs = results
     assert ours[0] is True and theirs[0] is True
     assert ours[1:] == theirs[1:]
-
-
-@pytest.mark.parametrize("input_dtype, target_dtype", [("float32", "float64"),
-                                                       ("float64", "float32")])
-@pytest.mark.parametrize("shape", [(), (3,)])
-@pytest.mark.parametrize("reduction", ["none", "mean"])
-def test_bce_with_logits_has_the_targets_dtype_as_in_pytorch(input_dtype, target_dtype, shape,
-                                                             reduction):
-    """PyTorch computes the loss in place in a buffer of the target's dtype, so a float64 input
-    against a float32 target gives a float32 loss; the gradients keep their leaves' dtypes."""
-    results = []
-    for m in MODULES:
-        x = m.tensor(np.full(shape, 0.3, dtype=input_dtype), requires_grad=True)
-        t = m.tensor(np.full(shape, 0.75, dtype=target_dtype), requires_grad=True)
-        loss = m.nn.functional.binary_cross_entropy_with_logits(x, t, reduction=reduction)
-        loss.sum().backward()
-        results.append((_dtype(loss), _dtype(x.grad), _dtype(t.grad),
-                        _np(loss).astype(np.float64).tolist(),
-                        _np(x.grad).astype(np.float64).tolist()))
-    ours, theirs = results
-    assert ours[:3] == theirs[:3] == (target_dtype, input_dtype, target_dtype)
-    np.testing.assert_allclose(ours[3], theirs[3], rtol=1e-6)
-    np.testing.assert_allclose(ours[4], theirs[4], rtol=1e-6)
