@@ -174,6 +174,23 @@ CASES = {
         lambda F, x, t, w, r: F.huber_loss(x, t, reduction=r, weight=w),
         lambda x, t, w, r: _np_huber(x, t, r, 1.0, w), (_away(X, T, 1.0), T, W), (0, 1, 2),
         REDUCTIONS),
+    # an input (3, 1) against a target (4,): both expanded to (3, 4) (PyTorch warns)
+    "mse_loss(broadcast)": (
+        lambda F, x, t, r: F.mse_loss(x, t, reduction=r),
+        lambda x, t, r: _np_mse(x, t, r), (X[:, :1], T[0]), (0, 1), REDUCTIONS),
+    "mse_loss(weight, broadcast)": (  # the weight has the input's shape as given
+        lambda F, x, t, w, r: F.mse_loss(x, t, reduction=r, weight=w),
+        lambda x, t, w, r: _np_mse(x, t, r, w), (X[:, :1], T[0], W[:, :1]), (0, 1, 2),
+        REDUCTIONS),
+    "l1_loss(broadcast)": (  # |x − t| >= 0.2 here
+        lambda F, x, t, r: F.l1_loss(x, t, reduction=r),
+        lambda x, t, r: _np_l1(x, t, r), (X[:, :1], T[0]), (0, 1), REDUCTIONS),
+    "smooth_l1_loss(beta=0.7, broadcast)": (  # |x − t| at least 0.2 from 0.7 here
+        lambda F, x, t, r: F.smooth_l1_loss(x, t, reduction=r, beta=0.7),
+        lambda x, t, r: _np_smooth_l1(x, t, r, 0.7), (X[:, :1], T[0]), (0, 1), REDUCTIONS),
+    "huber_loss(delta=0.7, broadcast)": (
+        lambda F, x, t, r: F.huber_loss(x, t, reduction=r, delta=0.7),
+        lambda x, t, r: _np_huber(x, t, r, 0.7), (X[:, :1], T[0]), (0, 1), REDUCTIONS),
     "binary_cross_entropy": (
         lambda F, p, t, r: F.binary_cross_entropy(p, t, reduction=r),
         lambda p, t, r: _np_bce(p, t, r), (PROBS, SOFT), (0, 1), REDUCTIONS),
