@@ -16,11 +16,7 @@ Run from the repository root::
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -38,28 +34,12 @@ def command(side: str, iters: int, warmup: int, threads: int) -> list[str]:
 
 
 def run_child(side: str, iters: int, warmup: int, threads: int) -> dict:
-    """One process of ``side``: its JSON line, its wall time and its own peak RSS in MB.
+    """One process of ``side``: its JSON line, its wall time and its own peak RSS in MB."""
+    from timing import run_json_child
 
-    The child is reaped with ``wait4``, which returns that child's ``ru_maxrss``
-    (``RUSAGE_CHILDREN`` would give the largest over every child so far).
-    """
-    argv = command(side, iters, warmup, threads)
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        start = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
-            (os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
-        _, status, usage = os.wait4(pid, 0)
-        wall = time.perf_counter() - start
-        out.seek(0)
-        err.seek(0)
-        stdout, stderr = out.read().decode(), err.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"W4 {side} failed:\n{stderr[-3000:]}")
-    result = json.loads(stdout.strip().splitlines()[-1])
+    result = run_json_child(command(side, iters, warmup, threads), f"W4 {side}")
     if not np.isfinite(result["loss"]):
         raise SystemExit(f"W4 {side}: the last loss is not finite")
-    result["wall_s"] = wall
-    result["peak_rss_mb"] = usage.ru_maxrss / 1024.0
     return result
 
 

@@ -11,10 +11,12 @@ process.
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import platform
 import resource
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from importlib import metadata
@@ -83,6 +85,32 @@ def keep_freed_memory() -> bool:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module.keep_freed_memory()
+
+
+def run_json_child(argv: Sequence[str], label: str) -> dict:
+    """Run ``argv`` in a fresh process: the JSON object of its last line of output, with its
+    wall time (``wall_s``) and its own peak resident memory in MB (``peak_rss_mb``).
+
+    The child is reaped with ``wait4``, which returns that child's ``ru_maxrss``
+    (``RUSAGE_CHILDREN`` would give the largest over every child so far). A failed child stops
+    the benchmark with its ``label`` and the end of its stderr.
+    """
+    argv = [str(arg) for arg in argv]
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        start = time.perf_counter()
+        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+            (os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
+        _, status, usage = os.wait4(pid, 0)
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(), err.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{label} failed:\n{stderr[-3000:]}")
+    result = json.loads(stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    result["peak_rss_mb"] = usage.ru_maxrss / 1024.0
+    return result
 
 
 def load_average() -> str:

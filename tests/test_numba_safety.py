@@ -54,7 +54,8 @@ def _close(actual: np.ndarray, expected: np.ndarray, label: str) -> None:
 def _smoke_matmul(draw):
     from tinyattn.kernels import matmul
 
-    for a, b in ((draw(2, 5, 3), draw(2, 3, 4)), (draw(33, 34), draw(34, 35))):  # small, packed
+    for a, b in ((draw(2, 5, 3), draw(2, 3, 4)), (draw(33, 34), draw(34, 35)),  # small, packed
+                 (draw(1, 200), draw(200, 190)), (draw(3, 150), draw(170, 150).T)):  # few rows
         _close(matmul.matmul(a, b), matmul.matmul_numpy(a, b), f"matmul {a.shape}")
 
 

@@ -309,7 +309,8 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
         rng = np.random.default_rng(0)
         cases = [((1, 1), (1, 1)), ((5, 3), (3, 7)), ((2, 1, 9, 20), (3, 20, 4)),
                  ((33, 17), (17, 65)), ((70, 130), (130, 40)), ((3, 41, 50), (50, 31)),
-                 ((21, 600), (600, 7)), ((13, 300), (300, 17))]
+                 ((21, 600), (600, 7)), ((13, 300), (300, 17)),
+                 ((1, 700), (700, 65)), ((3, 1, 200), (3, 200, 90))]  # fewer rows than MR
         for dtype in (np.float32, np.float64):
             for shape_a, shape_b in cases:
                 a = rng.standard_normal(shape_a).astype(dtype)

@@ -39,6 +39,14 @@ def _matmul(dtype: np.dtype) -> None:
     matmul(a.swapaxes(1, 2).copy().swapaxes(1, 2), np.ones((inner, nr), dtype))  # A transposed
 
 
+def _matvec(dtype: np.dtype) -> None:
+    from .matvec import few_rows_product
+
+    index, rows = np.zeros(1, np.int64), np.ones((1, 2, 4), dtype)
+    for b in (np.ones((1, 3, 4), dtype).swapaxes(1, 2), np.ones((1, 4, 3), dtype)):  # Wᵀ, rows
+        few_rows_product(rows, b, index, index, np.empty((1, 2, 3), dtype), np.ones(3, dtype))
+
+
 def _attention(dtype: np.dtype) -> None:
     from .attention import attention_backward, attention_forward
 
@@ -132,8 +140,9 @@ def _special(dtype: np.dtype) -> None:
 
 #: Every kernel family (a module of tinyattn.kernels) and how to run its kernels once.
 FAMILIES: dict[str, Callable[[np.dtype], None]] = {
-    "matmul": _matmul, "attention": _attention, "softmax": _softmax, "layer_norm": _layer_norm,
-    "cross_entropy": _cross_entropy, "embedding": _embedding, "gelu": _gelu,
+    "matmul": _matmul, "matvec": _matvec, "attention": _attention, "softmax": _softmax,
+    "layer_norm": _layer_norm, "cross_entropy": _cross_entropy, "embedding": _embedding,
+    "gelu": _gelu,
     "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
     "column_sums": _column_sums, "elementwise": _elementwise, "special": _special,
 }
