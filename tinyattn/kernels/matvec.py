@@ -36,7 +36,7 @@ from .reductions import row_dot
 
 _PARALLEL_MIN_MACS = 1 << 17  # below this, waking the threads costs more than the work
 _TASKS_PER_THREAD = 4  # at least this many blocks per thread, for balance
-_ROW_ALIGN = 64  # columns of a block of B's rows: a multiple of whole 64-byte lines
+_ROW_ALIGN = 64  # a block of B's rows starts on a multiple of 64 columns: whole vectors
 # the bias argument of a product that adds none (never read), per dtype
 _NO_BIAS = {np.dtype(t): np.zeros(0, t) for t in (np.float32, np.float64)}
 
