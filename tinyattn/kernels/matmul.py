@@ -284,20 +284,20 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
     out = aligned_empty((a_index.size, m, n), a.dtype)
+    tiny = a_index.size * m * n * k < _TINY_MACS or config.DISABLE_JIT
     with kernel_section:
-        if a_index.size * m * n * k < _TINY_MACS or config.DISABLE_JIT:
+        if not tiny and m >= MR:  # the tile, which sums A's rows on the way
+            _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
+            return out.reshape(batch + (m, n))
+        if tiny:
             _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index,
                         out)
             if bias is not None:
                 out += bias
-            if row_sums is not None:
-                row_sums += a.sum(axis=1, dtype=np.float64)
-        elif m < MR:  # too few rows for the tile: B read once, in place
+        else:  # too few rows for the tile: B read once, in place
             few_rows_product(a3, b3, a_index, b_index, out, bias)
-            if row_sums is not None:
-                row_sums += a.sum(axis=1, dtype=np.float64)
-        else:
-            _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
+    if row_sums is not None:
+        row_sums += a.sum(axis=1, dtype=np.float64)
     return out.reshape(batch + (m, n))
 
 
