@@ -14,9 +14,10 @@ Run: ``python benchmarks/bench_matmul.py [--threads 2] [--rounds 7] [--calls 21]
 replacing an earlier table of the same CPU and vector unit and keeping the other machines'.
 
 ``--alternatives [--tiles 14x2x64,...]`` instead compares design alternatives at one thread,
-on the forward W1 products and two with a B of several MiB:
-copies of the kernel module with another register tile (rows × vectors × vector bytes), with
-every B packed, or with A copied first, each compiled
+on the forward W1 products, two with a B of several MiB and products ``x @ Wᵀ`` of a few rows
+with GPT-2's weights: copies of the kernel module with another register tile (rows × vectors ×
+vector bytes), with every B packed, with a transposed B always packed before the product (not
+copied by the tasks from its columns), or with A copied first, each compiled
 into a temporary directory, are timed
 in one process interleaved with numpy (one thread each, so no thread pools compete), rounds
 alternating in order; each cell is the median GF/s and, in brackets, the median over rounds
@@ -43,6 +44,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 LINEAR_SHAPES = [(1024, 128, 384), (1024, 128, 512), (1024, 512, 128)]  # (M, K, N)
 BATCHED_SHAPES = [(64, 64, 32, 64), (64, 256, 64, 256)]  # (batch, M, K, N)
 WIDE_B_SHAPES = [(192, 512, 4096), (256, 2048, 2048)]  # --alternatives only: B far beyond L2
+# --alternatives only: x @ Wᵀ with a few rows of x (a prompt, a generation step without a
+# cache) against GPT-2's weights, the 50257 × 768 output head among them
+FEW_ROWS_WT_SHAPES = [(8, 768, 50257), (64, 768, 50257), (8, 768, 2304), (8, 3072, 768),
+                      (100, 768, 3072)]
 DTYPES = ("float32", "float64")
 TITLE = "## W1 — matmul kernel"
 
@@ -211,21 +216,22 @@ KERNEL = Path(__file__).resolve().parent.parent / "tinyattn" / "kernels" / "matm
 _TILE_LINE = "TILE = micro_tile(vector_unit())"
 _B_IN_PLACE = "    if b3.flags.c_contiguous and n % nr == 0:"
 _A_LAYOUT = "    a_transposed = not a3.flags.c_contiguous\n"
+_B_COLUMNS = "    elif not b3.flags.c_contiguous and m_blocks == 1 and b3.shape[0] == out.shape[0]:"
 
 
 def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
     """Name → source of each variant of the kernel module (imports made absolute)."""
-    source = KERNEL.read_text().replace("from .cpu import", "from tinyattn.kernels.cpu import")
-    source = source.replace("from .parallel import", "from tinyattn.kernels.parallel import")
-    source = source.replace("from .simd import", "from tinyattn.kernels.simd import")
-    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT):
+    source = KERNEL.read_text().replace("\nfrom .", "\nfrom tinyattn.kernels.")
+    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT, _B_COLUMNS):
         if marker not in source:
             raise SystemExit(f"bench_matmul: the kernel no longer contains {marker!r}")
     variants = {"kernel as is": source}
     for rows, vectors, width in tiles:
         variants[f"tile {rows}×{vectors}×{8 * width}-bit"] = source.replace(
             _TILE_LINE, f"TILE = TileShape({rows}, {vectors}, {width})")
-    variants["B always packed"] = source.replace(_B_IN_PLACE, "    if False:")
+    variants["B always packed"] = source.replace(_B_IN_PLACE, "    if False:").replace(
+        _B_COLUMNS, "    elif False:")
+    variants["Bᵀ packed first"] = source.replace(_B_COLUMNS, "    elif False:")
     variants["A copied first"] = source.replace(
         _A_LAYOUT, "    a3 = np.ascontiguousarray(a3.swapaxes(1, 2)).swapaxes(1, 2)\n" + _A_LAYOUT)
     return variants
@@ -244,8 +250,9 @@ def alternatives(args: argparse.Namespace) -> str:
     for i, (name, source) in enumerate(kernel_variants(tiles).items()):
         (folder / f"variant_{i}.py").write_text(source)
         products[name] = importlib.import_module(f"variant_{i}").matmul
+    tiles_argument = args.tiles or '""'
     lines = [*cpu_lines(), "", f"Command: `python benchmarks/bench_matmul.py --alternatives "
-             f"--tiles {args.tiles} --rounds {args.rounds}` (one thread)", ""]
+             f"--tiles {tiles_argument} --rounds {args.rounds}` (one thread)", ""]
     for dtype in DTYPES:
         names = list(products)
         lines += [f"| {dtype} | " + " | ".join(names) + " |",
@@ -255,9 +262,12 @@ def alternatives(args: argparse.Namespace) -> str:
                    rng.standard_normal((m, k)).astype(dtype),
                    rng.standard_normal((k, n)).astype(dtype))
                   for m, k, n in WIDE_B_SHAPES]
-        for label, a, b in cases(dtype) + wide_b:
-            if "ᵀ" in label:
-                continue
+        few_rows = [(f"{m}×{k} · ({n}×{k})ᵀ  [Wᵀ of {k * n * np.dtype(dtype).itemsize >> 20} "
+                     "MiB]", rng.standard_normal((m, k)).astype(dtype),
+                     rng.standard_normal((n, k)).astype(dtype).T)
+                    for m, k, n in FEW_ROWS_WT_SHAPES]
+        for label, a, b in [case for case in cases(dtype) if "ᵀ" not in case[0]] + wide_b + \
+                few_rows:
             for product in products.values():
                 product(a, b)
             reps = max(2, int(2e7 / flops(a, b)))

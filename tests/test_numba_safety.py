@@ -55,7 +55,8 @@ def _smoke_matmul(draw):
     from tinyattn.kernels import matmul
 
     for a, b in ((draw(2, 5, 3), draw(2, 3, 4)), (draw(33, 34), draw(34, 35)),  # small, packed
-                 (draw(1, 200), draw(200, 190)), (draw(3, 150), draw(170, 150).T)):  # few rows
+                 (draw(1, 200), draw(200, 190)), (draw(3, 150), draw(170, 150).T),  # few rows
+                 (draw(6, 60), draw(130, 60).T)):  # Bᵀ's panels copied by the tasks
         _close(matmul.matmul(a, b), matmul.matmul_numpy(a, b), f"matmul {a.shape}")
 
 

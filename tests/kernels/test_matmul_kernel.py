@@ -310,7 +310,8 @@ def test_kernel_stays_in_bounds_under_numba_boundscheck(tmp_path):
         cases = [((1, 1), (1, 1)), ((5, 3), (3, 7)), ((2, 1, 9, 20), (3, 20, 4)),
                  ((33, 17), (17, 65)), ((70, 130), (130, 40)), ((3, 41, 50), (50, 31)),
                  ((21, 600), (600, 7)), ((13, 300), (300, 17)),
-                 ((1, 700), (700, 65)), ((3, 1, 200), (3, 200, 90))]  # fewer rows than MR
+                 ((1, 700), (700, 65)), ((3, 1, 200), (3, 200, 90)),  # fewer rows than MR
+                 ((7, 300), (300, 1100))]  # Fortran order: B copied by the tasks from columns
         for dtype in (np.float32, np.float64):
             for shape_a, shape_b in cases:
                 a = rng.standard_normal(shape_a).astype(dtype)
@@ -359,14 +360,19 @@ OTHER_TARGET = textwrap.dedent(
     worst = 0.0
     for dtype in (np.float32, np.float64):
         nr = mm.TILE.columns(np.dtype(dtype).itemsize)
+        pairs = []
         for m, k, n in [(mm.MR, 40, nr), (4 * mm.MR + 1, 300, 3 * nr - 1), (50, 70, 2 * nr + 1),
                         (40 * mm.MR + 1, 300, 2 * nr)]:  # the last: tasks copy B's panels
             a = rng.standard_normal((2, m, k)).astype(dtype)
             b = rng.standard_normal((k, n)).astype(dtype)
-            for left, right in [(a, b), (a.swapaxes(1, 2).copy().swapaxes(1, 2), b.T.copy().T)]:
-                scale = np.abs(left).astype(np.float64) @ np.abs(right).astype(np.float64)
-                error = np.abs(mm.matmul(left, right) - left @ right) / scale
-                worst = max(worst, float(error.max()) / (1e-5 if dtype == np.float32 else 1e-12))
+            pairs += [(a, b), (a.swapaxes(1, 2).copy().swapaxes(1, 2), b.T.copy().T)]
+        # a few rows against a wide Bᵀ: the tasks copy B's panels from its columns
+        pairs.append((rng.standard_normal((mm.MR + 1, 300)).astype(dtype),
+                      rng.standard_normal((20 * nr + 3, 300)).astype(dtype).T))
+        for left, right in pairs:
+            scale = np.abs(left).astype(np.float64) @ np.abs(right).astype(np.float64)
+            error = np.abs(mm.matmul(left, right) - left @ right) / scale
+            worst = max(worst, float(error.max()) / (1e-5 if dtype == np.float32 else 1e-12))
     tile = mm.TILE
     print(json.dumps({"tile": [tile.rows, tile.vectors, tile.vector_bytes], "worst": worst}))
     """
@@ -501,8 +507,66 @@ def test_panels_copied_by_each_task_give_the_product_read_in_place(monkeypatch, 
     monkeypatch.setattr(matmul_module, "_COPY_MIN_TILE_ROWS", m)  # now B is read in place
     np.testing.assert_array_equal(products[0], matmul(a, b))
     np.testing.assert_array_equal(products[1], matmul(a, b, bias))
-    copied = [args[5] for args in launches]  # copy_panels
-    assert copied == [True, True, True, False, False]
+    copies = [args[5] for args in launches]  # where the tasks read B
+    rows, in_place = matmul_module._COPY_ROWS, matmul_module._IN_PLACE
+    assert copies == [rows, rows, rows, in_place, in_place]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", ["wider than tall", "a batch of square products"])
+@pytest.mark.parametrize("a_transposed", [False, True])
+def test_panels_copied_from_bs_columns_give_the_packed_product(monkeypatch, dtype, case,
+                                                               a_transposed):
+    """A transposed B each of whose panels one task reads (every tile row in one task, each
+    matrix of B for one output) is copied by that task from B's columns, each whole panel
+    before its first k-block: numpy's product up to rounding, and bitwise the product that
+    packs B first. A ragged last panel, several k-blocks, several panels per task (a batch of
+    square products), a bias and the row sums included."""
+    itemsize = np.dtype(dtype).itemsize
+    nr, kc = TILE.columns(itemsize), blocking(matmul_module.data_caches(), TILE, itemsize).kc
+    k = 2 * kc + 5
+    if case == "wider than tall":  # one panel per task, N > M
+        batch, m, n = (), 2 * MR + 1, 9 * nr * numba.get_num_threads() + 3
+    else:  # N <= M: the tasks share out matrices, several panels each
+        batch, m, n = (3 * matmul_module._TASKS_PER_THREAD * numba.get_num_threads(),), \
+            3 * nr + 1, 3 * nr - 2
+    rng = np.random.default_rng(n + k)
+    a = random(rng, (*batch, k, m), dtype).swapaxes(-1, -2) if a_transposed else \
+        random(rng, (*batch, m, k), dtype)
+    b = random(rng, (*batch, n, k), dtype).swapaxes(-1, -2)  # B's columns are rows in memory
+    bias = random(rng, (n,), dtype)
+    launches = _tile_launches(monkeypatch)
+    assert_matches_numpy(a, b)
+    products = [matmul(a, b), matmul(a, b, bias)]
+    sums = np.zeros(m)
+    if not batch:
+        products.append(matmul(a, b, row_sums=sums))
+        np.testing.assert_allclose(sums, a.sum(axis=1, dtype=np.float64), rtol=1e-12)
+    assert {args[5] for args in launches} == {matmul_module._COPY_COLUMNS}
+    assert {args[-1] for args in launches} == {n // nr + 1 if not batch else 1}  # n_blocks
+    # with more tasks than output matrices × tile columns, a task runs only some tile rows:
+    # B is packed first, and each element is the same chain of multiply-adds
+    monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 10_000)
+    launches.clear()
+    again = [matmul(a, b), matmul(a, b, bias)] + \
+        ([matmul(a, b, row_sums=np.zeros(m))] if not batch else [])
+    assert {args[5] for args in launches} == {matmul_module._IN_PLACE}
+    assert all(args[4] > 1 for args in launches)  # b_panels: B packed
+    for ours, packed in zip(products, again, strict=True):
+        np.testing.assert_array_equal(ours, packed)
+
+
+def test_a_transposed_b_shared_by_a_batch_is_packed_once(monkeypatch):
+    """When several outputs read one matrix of B (it broadcasts over A's batch), or the tasks
+    split the tile rows, a panel has several readers: B is packed once, not copied by each."""
+    launches = _tile_launches(monkeypatch)
+    nr = TILE.columns(4)
+    rng = np.random.default_rng(11)
+    b = random(rng, (9 * nr, 40), np.float32).T
+    assert_matches_numpy(random(rng, (3, 2 * MR, 40), np.float32), b)  # B shared by a batch
+    assert_matches_numpy(random(rng, (4 * MR * 9 * nr, 40), np.float32), b)  # N < M: rows split
+    assert [args[5] for args in launches] == [matmul_module._IN_PLACE] * 2
+    assert all(args[4] == 9 for args in launches)  # b_panels: B packed
 
 
 def test_outputs_start_on_a_cache_line():

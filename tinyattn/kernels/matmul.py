@@ -50,6 +50,13 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   row-major B went from 0.81–0.93× OpenBLAS to 1.02–1.16×; with 2 tile rows a task the copy
   cost more than it saved. Inside a training script, where most operands come from memory, the
   products took about as long as before.
+  A transposed B each of whose panels has one reader (one task runs all of an output's tile
+  rows, and no two outputs share a matrix of B) is not packed first either: the task copies
+  each of its panels whole from B's columns when it first meets it, into a buffer of its own
+  (:func:`_columns_into`, the packing's own loop). A pass that packs all of B writes it to
+  memory and reads it back, which for a B larger than the caches costs more than the product
+  of a few rows: GPT-2's 50257 × 768 output head times 8 rows took 34 ms with the pass, 16 ms
+  without (2 threads; a generation step without a cache, a prompt).
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
@@ -153,6 +160,10 @@ _TASKS_PER_THREAD = 4  # split C into at least this many blocks per thread (see 
 _B_PANELS_PER_TASK = 4  # micro-tile columns per task, at most (see blocking)
 _PACK_GROUP = 16  # columns of a transposed B packed together (16 strided reads, rows written whole)
 _COPY_MIN_TILE_ROWS = 4  # tile rows per task from which a task copies its panels of B
+# Where a task of the tile reads B (see _gemm_block): in place (its rows or its packed panels),
+# or from a copy of each panel that the task makes itself, from B's rows or from its columns.
+_IN_PLACE, _COPY_ROWS, _COPY_COLUMNS = np.int64(0), np.int64(1), np.int64(2)
+_ZERO = np.int64(0)  # a constant argument of a helper, of the type of its computed ones
 
 
 def micro_tile(unit: VectorUnit) -> TileShape:
@@ -318,11 +329,17 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
     m_panels = -(-out.shape[1] // MR)
     wanted = _TASKS_PER_THREAD * numba.get_num_threads()
     m_blocks = min(m_panels, max(1, -(-wanted // (out.shape[0] * n_blocks))))
-    copy_panels = False
+    copy = _IN_PLACE
     if b3.flags.c_contiguous and n % nr == 0:
         b_rows, b_panels = b3.reshape(-1, n), 1  # (batch_b · K, N), read in place
         # rows N values apart: each task copies a panel before its tile rows run over it
-        copy_panels = n > nr and m_panels // m_blocks >= _COPY_MIN_TILE_ROWS
+        if n > nr and m_panels // m_blocks >= _COPY_MIN_TILE_ROWS:
+            copy = _COPY_ROWS
+    elif not b3.flags.c_contiguous and m_blocks == 1 and b3.shape[0] == out.shape[0]:
+        # a transposed B each of whose panels is read by one task only: that task copies it
+        # from B's columns itself, instead of a pass that packs all of B first
+        b_rows, b_panels = b3.swapaxes(1, 2).reshape(-1, k), 1  # (batch_b · N, K)
+        copy = _COPY_COLUMNS
     else:
         packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
         b_panels = packed.shape[1]
@@ -333,7 +350,7 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
         bias_row[0, :n] = bias
     sums = _NO_ROW_SUMS if row_sums is None else row_sums
     run_tasks(_gemm_block, out.shape[0] * m_blocks * n_blocks, a_data, a_transposed, b_rows,
-              b_panels, copy_panels, a_index, b_index, bias_row, bias is not None, sums,
+              b_panels, copy, a_index, b_index, bias_row, bias is not None, sums,
               row_sums is not None, out, kc, m_blocks, n_blocks, parallel=True)
 
 
@@ -407,22 +424,34 @@ def _pack_panel(b, packed, by_columns, task):
     j0 = s * width
     valid = min(width, n - j0)
     if by_columns:
-        grouped = valid - valid % _PACK_GROUP
-        for g in range(0, grouped, _PACK_GROUP):  # a group of columns: panel rows written whole
-            columns = b[o, j0 + g:j0 + g + _PACK_GROUP]  # (group, K)
-            for p in range(k):
-                row = panel[p]
-                for q in range(_PACK_GROUP):
-                    row[g + q] = columns[q, p]
-        for j in range(grouped, valid):
-            column = b[o, j0 + j]
-            for p in range(k):
-                panel[p, j] = column[p]
+        _columns_into(panel, _ZERO, b[o], j0, k, valid)
     else:
         for p in range(k):
             for j in range(valid):
                 panel[p, j] = b[o, p, j0 + j]
-    panel[:, valid:] = 0
+        panel[:, valid:] = 0
+
+
+@compiled_only
+def _columns_into(panel, row0, columns, first, k, valid):
+    """``panel[row0 + p, j] = columns[first + j, p]`` for ``p < k`` and ``j < valid``, and 0 for
+    ``valid <= j < NR``: a panel of B copied from B's columns (the rows of ``columns``, ``Bᵀ``).
+
+    A group of :data:`_PACK_GROUP` columns at a time: each is read in order, and the panel's
+    rows are written a group at once. Element by element, with no views: a view of an array
+    the threads share counts references, atomically, on memory they all touch.
+    """
+    grouped = valid - valid % _PACK_GROUP
+    for g in range(0, grouped, _PACK_GROUP):
+        for p in range(k):
+            for q in range(_PACK_GROUP):
+                panel[row0 + p, g + q] = columns[first + g + q, p]
+    for j in range(grouped, valid):
+        for p in range(k):
+            panel[row0 + p, j] = columns[first + j, p]
+    for p in range(row0, row0 + k):
+        for j in range(valid, panel.shape[1]):
+            panel[p, j] = 0
 
 
 @compiled_only
@@ -446,7 +475,7 @@ def _edge_tile(a, a_transposed, i0, b, q0, j0, p0, p1, bias_row, add_bias, c, cj
 
 
 @compiled_only
-def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_index, bias_row,
+def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy, a_index, b_index, bias_row,
                 has_bias, row_sums, has_row_sums, out, kc, m_blocks, n_blocks, task):
     """Block number ``task`` of ``out[o] = A[a_index[o]] @ B[b_index[o]]`` (``M >= MR``), plus
     ``bias_row[0, :N]`` on every row when ``has_bias`` (added to the tile after its last
@@ -457,12 +486,14 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_
     ``a_data`` is ``(batch_a, M, K)``, or ``(batch_a, K, M)`` when ``a_transposed``, read in
     place. ``b_rows`` is every matrix of B, one 2-D stack of rows: ``b_panels`` zero-padded
     panels ``(K, NR)`` per matrix (``(batch_b · N panels · K, NR)``), or the matrices
-    themselves (``b_panels == 1``: ``(batch_b · K, N)``, ``N`` a multiple of ``NR``). Each
+    themselves (``b_panels == 1``: ``(batch_b · K, N)``, ``N`` a multiple of ``NR``), or with
+    ``copy == _COPY_COLUMNS`` the matrices of ``Bᵀ`` (``(batch_b · N, K)``: B's columns). Each
     output matrix is cut into ``m_blocks × n_blocks`` tasks of whole micro-tiles. For each
     ``kc``-long block of ``k`` in order, a task takes its micro-tile columns one by one and
     runs down its tile rows with each: that ``kc × NR`` panel of B stays in L1 while the
-    tiles' slices of A stream past it. With ``copy_panels`` (B read in place), the task first
-    copies the panel into a buffer of its own, where its rows lie side by side. The last tile
+    tiles' slices of A stream past it. With ``copy`` (``_COPY_ROWS`` or ``_COPY_COLUMNS``),
+    the task first copies the panel from B's rows or columns into a buffer of its own, where
+    its rows lie side by side (zero past ``N``). The last tile
     row is moved up to end at row ``M`` and stores only its own rows (those above belong to the
     tile row before, and are computed again with the same operations); tiles on the right edge
     go through a scratch tile.
@@ -479,29 +510,36 @@ def _gemm_block(a_data, a_transposed, b_rows, b_panels, copy_panels, a_index, b_
     a = a_data[a_index[o]]  # (M, K), or (K, M) when a_transposed
     c = out[o]  # (M, N)
     edge = np.empty((MR, nr), out.dtype)
-    copy = np.empty((kc if copy_panels else 0, nr), out.dtype)  # the task's copy of a panel
+    first_panel, end_panel = nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks
+    # the task's copies of panels: one k-block of one, or the whole of each of its own
+    copy_rows = kc if copy == _COPY_ROWS else (end_panel - first_panel) * k
+    copied = np.empty((copy_rows if copy != _IN_PLACE else 0, nr), out.dtype)
     sum_rows = has_row_sums and o == 0 and nb == 0  # one task per row adds it up
     # panel[q0 + p, j0:j0+NR] is B[p, jp·NR:(jp+1)·NR]. Chosen once per task: an array
     # assigned inside the loops has its reference count raised and lowered there, atomically,
     # on memory the other thread's tasks touch too (W4's products, in cache: 4% longer).
-    panel = copy if copy_panels else b_rows
+    panel = copied if copy != _IN_PLACE else b_rows
     for p0 in range(0, k, kc):
         p1 = min(p0 + kc, k)
         accumulate = p0 > 0
         add_bias = has_bias and p1 == k
         if sum_rows:
             _add_row_sums(a, a_transposed, ip0 * MR, min(ip1 * MR, m), p0, p1, row_sums)
-        for jp in range(nb * n_panels // n_blocks, (nb + 1) * n_panels // n_blocks):
-            if b_panels == 1:  # the rows of B[b_index[o]], read at column jp · NR
-                q0, j0 = b_index[o] * k, jp * nr
-            else:  # panel jp of B[b_index[o]]
-                q0, j0 = (b_index[o] * b_panels + jp) * k, 0
-            if copy_panels:  # row by row, in whole vectors
-                for r in range(p1 - p0):
-                    tile_store(copy, r, 0, tile_load(b_rows, q0 + p0 + r, j0, _PANEL_ROW), 0)
-                q0, j0 = -p0, 0
+        for jp in range(first_panel, end_panel):
             cj = jp * nr
             cols = min(nr, n - cj)
+            if b_panels == 1:  # the rows of B[b_index[o]], read at column jp · NR
+                q0, j0 = b_index[o] * k, cj
+            else:  # panel jp of B[b_index[o]]
+                q0, j0 = (b_index[o] * b_panels + jp) * k, 0
+            if copy == _COPY_ROWS:  # row by row, in whole vectors
+                for r in range(p1 - p0):
+                    tile_store(copied, r, 0, tile_load(b_rows, q0 + p0 + r, j0, _PANEL_ROW), 0)
+                q0, j0 = -p0, 0
+            elif copy == _COPY_COLUMNS:  # the whole panel, copied when the task first meets it
+                q0, j0 = (jp - first_panel) * k, 0
+                if p0 == 0:
+                    _columns_into(copied, q0, b_rows, b_index[o] * n + cj, k, cols)
             for ip in range(ip0, ip1):
                 i0 = min(ip * MR, m - MR)
                 first = ip * MR - i0  # rows of this tile that the tile row above stores
