@@ -572,6 +572,18 @@ MUTANTS: list[Mutant] = [
            "the tasks copy their panels of a transposed B that a batch of A shares: every panel "
            "copied once per output matrix instead of packed once",
            "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-wide-bt-rows-always-split", "tinyattn/kernels/matmul.py",
+           "            out.shape[0] * n_blocks % threads == 0:\n",
+           "            False:\n",
+           "a wide transposed B whose tile columns the threads share evenly still has A's rows "
+           "split between tasks when there are few columns, so B is packed in a pass first",
+           "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-wide-bt-uneven-columns-unsplit", "tinyattn/kernels/matmul.py",
+           "            out.shape[0] * n_blocks % threads == 0:\n",
+           "            out.shape[0] * n_blocks >= 1:\n",
+           "a wide transposed B with a few tile columns the threads cannot share evenly gets one "
+           "task per column, leaving a thread idle for the last one",
+           "tests/kernels/test_matmul_kernel.py"),
     mutant("matmul-wide-b-shared-by-rows", "tinyattn/kernels/matmul.py",
            "    n_blocks = n_panels if n > out.shape[1] else -(-n_panels // block.nc_panels)\n",
            "    n_blocks = -(-n_panels // block.nc_panels)\n",

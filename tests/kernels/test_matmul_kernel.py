@@ -515,13 +515,14 @@ def test_panels_copied_by_each_task_give_the_product_read_in_place(monkeypatch, 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("case", ["wider than tall", "a batch of square products"])
 @pytest.mark.parametrize("a_transposed", [False, True])
-def test_panels_copied_from_bs_columns_give_the_packed_product(monkeypatch, dtype, case,
-                                                               a_transposed):
+def test_panels_copied_from_bs_columns_give_the_product_of_b_by_rows(monkeypatch, dtype, case,
+                                                                   a_transposed):
     """A transposed B each of whose panels one task reads (every tile row in one task, each
     matrix of B for one output) is copied by that task from B's columns, each whole panel
-    before its first k-block: numpy's product up to rounding, and bitwise the product that
-    packs B first. A ragged last panel, several k-blocks, several panels per task (a batch of
-    square products), a bias and the row sums included."""
+    before its first k-block: numpy's product up to rounding, and bitwise the product of the
+    same B laid out by rows (each element the same chain of multiply-adds). A ragged last
+    panel, several k-blocks, several panels per task (a batch of square products), a bias and
+    the row sums included."""
     itemsize = np.dtype(dtype).itemsize
     nr, kc = TILE.columns(itemsize), blocking(matmul_module.data_caches(), TILE, itemsize).kc
     k = 2 * kc + 5
@@ -537,23 +538,42 @@ def test_panels_copied_from_bs_columns_give_the_packed_product(monkeypatch, dtyp
     bias = random(rng, (n,), dtype)
     launches = _tile_launches(monkeypatch)
     assert_matches_numpy(a, b)
-    products = [matmul(a, b), matmul(a, b, bias)]
-    sums = np.zeros(m)
-    if not batch:
-        products.append(matmul(a, b, row_sums=sums))
-        np.testing.assert_allclose(sums, a.sum(axis=1, dtype=np.float64), rtol=1e-12)
+
+    def products(b):
+        out = [matmul(a, b), matmul(a, b, bias)]
+        if not batch:
+            sums = np.zeros(m)
+            out.append(matmul(a, b, row_sums=sums))
+            np.testing.assert_allclose(sums, a.sum(axis=1, dtype=np.float64), rtol=1e-12)
+        return out
+
+    ours = products(b)
     assert {args[5] for args in launches} == {matmul_module._COPY_COLUMNS}
     assert {args[-1] for args in launches} == {n // nr + 1 if not batch else 1}  # n_blocks
-    # with more tasks than output matrices × tile columns, a task runs only some tile rows:
-    # B is packed first, and each element is the same chain of multiply-adds
-    monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 10_000)
     launches.clear()
-    again = [matmul(a, b), matmul(a, b, bias)] + \
-        ([matmul(a, b, row_sums=np.zeros(m))] if not batch else [])
-    assert {args[5] for args in launches} == {matmul_module._IN_PLACE}
-    assert all(args[4] > 1 for args in launches)  # b_panels: B packed
-    for ours, packed in zip(products, again, strict=True):
-        np.testing.assert_array_equal(ours, packed)
+    by_rows = products(np.ascontiguousarray(b))
+    assert matmul_module._COPY_COLUMNS not in {args[5] for args in launches}
+    for product, other in zip(ours, by_rows, strict=True):
+        np.testing.assert_array_equal(product, other)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_wide_transposed_bs_panels_shared_evenly_have_one_reader_each(monkeypatch, dtype):
+    """A transposed B wider than A is tall, with as many tile columns as the threads or a
+    multiple: one task per tile column runs all of A's rows and copies its panel itself (no
+    pass packs B first). With a column count the threads cannot share evenly, A's rows are
+    split as well, for balance, and B is packed once. Both give numpy's product."""
+    threads = numba.get_num_threads()
+    nr = TILE.columns(np.dtype(dtype).itemsize)
+    rng = np.random.default_rng(5)
+    a = random(rng, (MR + 1, 300), dtype)
+    launches = _tile_launches(monkeypatch)
+    for panels in (threads, threads + 1, 2 * threads):
+        assert_matches_numpy(a, random(rng, (panels * nr, 300), dtype).T)
+    even = [panels % threads == 0 for panels in (threads, threads + 1, 2 * threads)]
+    columns, in_place = matmul_module._COPY_COLUMNS, matmul_module._IN_PLACE
+    assert [args[5] for args in launches] == [columns if e else in_place for e in even]
+    assert [args[-2] for args in launches] == [1 if e else 2 for e in even]  # m_blocks
 
 
 def test_a_transposed_b_shared_by_a_batch_is_packed_once(monkeypatch):
