@@ -17,7 +17,9 @@ replacing an earlier table of the same CPU and vector unit and keeping the other
 on the forward W1 products, two with a B of several MiB and products ``x @ Wᵀ`` of a few rows
 with GPT-2's weights: copies of the kernel module with another register tile (rows × vectors ×
 vector bytes), with every B packed, with a transposed B always packed before the product (not
-copied by the tasks from its columns), or with A copied first, each compiled
+copied by the tasks from its columns), with A's rows split between tasks whenever a wide
+transposed B has few tile columns (so that B is packed first), or with A copied first, each
+compiled
 into a temporary directory, are timed
 in one process interleaved with numpy (one thread each, so no thread pools compete), rounds
 alternating in order; each cell is the median GF/s and, in brackets, the median over rounds
@@ -45,9 +47,10 @@ LINEAR_SHAPES = [(1024, 128, 384), (1024, 128, 512), (1024, 512, 128)]  # (M, K,
 BATCHED_SHAPES = [(64, 64, 32, 64), (64, 256, 64, 256)]  # (batch, M, K, N)
 WIDE_B_SHAPES = [(192, 512, 4096), (256, 2048, 2048)]  # --alternatives only: B far beyond L2
 # --alternatives only: x @ Wᵀ with a few rows of x (a prompt, a generation step without a
-# cache) against GPT-2's weights, the 50257 × 768 output head among them
+# cache) against GPT-2's weights, the 50257 × 768 output head among them, and as in sampling
+# from a small GPT (width 128)
 FEW_ROWS_WT_SHAPES = [(8, 768, 50257), (64, 768, 50257), (8, 768, 2304), (8, 3072, 768),
-                      (100, 768, 3072)]
+                      (100, 768, 3072), (16, 128, 128), (64, 128, 384), (64, 512, 128)]
 DTYPES = ("float32", "float64")
 TITLE = "## W1 — matmul kernel"
 
@@ -217,12 +220,13 @@ _TILE_LINE = "TILE = micro_tile(vector_unit())"
 _B_IN_PLACE = "    if b3.flags.c_contiguous and n % nr == 0:"
 _A_LAYOUT = "    a_transposed = not a3.flags.c_contiguous\n"
 _B_COLUMNS = "    elif not b3.flags.c_contiguous and m_blocks == 1 and b3.shape[0] == out.shape[0]:"
+_EVEN_SHARE = "            out.shape[0] * n_blocks % threads == 0:"
 
 
 def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
     """Name → source of each variant of the kernel module (imports made absolute)."""
     source = KERNEL.read_text().replace("\nfrom .", "\nfrom tinyattn.kernels.")
-    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT, _B_COLUMNS):
+    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT, _B_COLUMNS, _EVEN_SHARE):
         if marker not in source:
             raise SystemExit(f"bench_matmul: the kernel no longer contains {marker!r}")
     variants = {"kernel as is": source}
@@ -232,6 +236,8 @@ def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
     variants["B always packed"] = source.replace(_B_IN_PLACE, "    if False:").replace(
         _B_COLUMNS, "    elif False:")
     variants["Bᵀ packed first"] = source.replace(_B_COLUMNS, "    elif False:")
+    variants["A's rows split for few Bᵀ columns"] = source.replace(_EVEN_SHARE,
+                                                                  "            False:")
     variants["A copied first"] = source.replace(
         _A_LAYOUT, "    a3 = np.ascontiguousarray(a3.swapaxes(1, 2)).swapaxes(1, 2)\n" + _A_LAYOUT)
     return variants
@@ -262,7 +268,7 @@ def alternatives(args: argparse.Namespace) -> str:
                    rng.standard_normal((m, k)).astype(dtype),
                    rng.standard_normal((k, n)).astype(dtype))
                   for m, k, n in WIDE_B_SHAPES]
-        few_rows = [(f"{m}×{k} · ({n}×{k})ᵀ  [Wᵀ of {k * n * np.dtype(dtype).itemsize >> 20} "
+        few_rows = [(f"{m}×{k} · ({n}×{k})ᵀ  [Wᵀ of {k * n * np.dtype(dtype).itemsize / 2**20:.3g} "
                      "MiB]", rng.standard_normal((m, k)).astype(dtype),
                      rng.standard_normal((n, k)).astype(dtype).T)
                     for m, k, n in FEW_ROWS_WT_SHAPES]

@@ -3,7 +3,7 @@
 Generating text with a KV cache runs every projection on one new token at a time: ``x @ Wᵀ``
 with ``x`` a single row and ``W`` the ``(N, K)`` weight, a GPT-2's 50257 × 768 output head
 among them. The register tile of :mod:`.matmul` holds ``MR`` rows of C, and B in ``Wᵀ``
-layout must be packed into panels before the tile can read it: for one row, that pass reads
+layout must be copied into panels before the tile can read it: for one row, that copy reads
 and writes the whole weight to do a single multiply-add with each of its values. Here B is
 read once, in place, and each of its values meets all ``M`` rows of A while it is in cache:
 
