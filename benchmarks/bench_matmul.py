@@ -18,7 +18,8 @@ on the forward W1 products, two with a B of several MiB and products ``x @ Wᵀ`
 with GPT-2's weights: copies of the kernel module with another register tile (rows × vectors ×
 vector bytes), with every B packed, with a transposed B always packed before the product (not
 copied by the tasks from its columns), with A's rows split between tasks whenever a wide
-transposed B has few tile columns (so that B is packed first), or with A copied first, each
+transposed B has few tile columns (so that B is packed first), with a transposed B copied into
+panels value by value rather than in blocks transposed in registers, or with A copied first, each
 compiled
 into a temporary directory, are timed
 in one process interleaved with numpy (one thread each, so no thread pools compete), rounds
@@ -221,12 +222,14 @@ _B_IN_PLACE = "    if b3.flags.c_contiguous and n % nr == 0:"
 _A_LAYOUT = "    a_transposed = not a3.flags.c_contiguous\n"
 _B_COLUMNS = "    elif not b3.flags.c_contiguous and m_blocks == 1 and b3.shape[0] == out.shape[0]:"
 _EVEN_SHARE = "            out.shape[0] * n_blocks % threads == 0:"
+_BLOCK_TRANSPOSE = ("        for p in range(0, blocked, lanes):\n"
+                    "            transpose_block(columns, first + g, p, panel, row0 + p, g)\n")
 
 
 def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
     """Name → source of each variant of the kernel module (imports made absolute)."""
     source = KERNEL.read_text().replace("\nfrom .", "\nfrom tinyattn.kernels.")
-    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT, _B_COLUMNS, _EVEN_SHARE):
+    for marker in (_TILE_LINE, _B_IN_PLACE, _A_LAYOUT, _B_COLUMNS, _EVEN_SHARE, _BLOCK_TRANSPOSE):
         if marker not in source:
             raise SystemExit(f"bench_matmul: the kernel no longer contains {marker!r}")
     variants = {"kernel as is": source}
@@ -238,6 +241,10 @@ def kernel_variants(tiles: list[tuple[int, int, int]]) -> dict[str, str]:
     variants["Bᵀ packed first"] = source.replace(_B_COLUMNS, "    elif False:")
     variants["A's rows split for few Bᵀ columns"] = source.replace(_EVEN_SHARE,
                                                                   "            False:")
+    variants["Bᵀ copied value by value"] = source.replace(_BLOCK_TRANSPOSE, (
+        "        for p in range(blocked):\n"
+        "            for q in range(lanes):\n"
+        "                panel[row0 + p, g + q] = columns[first + g + q, p]\n"))
     variants["A copied first"] = source.replace(
         _A_LAYOUT, "    a3 = np.ascontiguousarray(a3.swapaxes(1, 2)).swapaxes(1, 2)\n" + _A_LAYOUT)
     return variants

@@ -462,7 +462,14 @@ MUTANTS: list[Mutant] = [
            "panel[row0 + p, g + q] = columns[first + g + q, p]",
            "panel[row0 + p, g + q] = columns[first + g, p]",
            "a copy of a transposed B's columns into panels (the packing, and the tasks' own "
-           "copies) takes the first column of each group for all 16",
+           "copies) takes the first column of each group for all of the group's values past "
+           "the last whole block of k",
+           "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-column-copy-block-rows", "tinyattn/kernels/matmul.py",
+           "transpose_block(columns, first + g, p, panel, row0 + p, g)",
+           "transpose_block(columns, first + g, p, panel, row0, g)",
+           "a copy of a transposed B's columns into panels writes every transposed block of k "
+           "over the panel's first rows",
            "tests/kernels/test_matmul_kernel.py"),
     mutant("column-sums-kernel-chunk-start", "tinyattn/kernels/column_sums.py",
            "for i in range(start, stop):",
@@ -640,6 +647,18 @@ MUTANTS: list[Mutant] = [
            "    sum_rows = has_row_sums and nb == 0",
            "one A multiplied by a batch of B is summed once per output matrix",
            "tests/kernels/test_matmul_kernel.py"),
+    mutant("simd-transpose-pair-mask", "tinyattn/kernels/simd.py",
+           "            high = ir.Constant(mask_type, [j + s if not j & s else lanes + j\n",
+           "            high = ir.Constant(mask_type, [j if not j & s else lanes + j\n",
+           "the block transpose's second vector of each pair keeps the first vector's own lanes "
+           "instead of the ones it swaps out",
+           "tests/kernels/test_simd_tile.py", "tests/kernels/test_matmul_kernel.py"),
+    mutant("simd-transpose-round-short", "tinyattn/kernels/simd.py",
+           "        while s < lanes:\n",
+           "        while s < lanes // 2:\n",
+           "the block transpose stops a round short: each element's row and lane are exchanged "
+           "in all but the highest bit",
+           "tests/kernels/test_simd_tile.py", "tests/kernels/test_matmul_kernel.py"),
     mutant("simd-tile-product-short", "tinyattn/kernels/simd.py",
            "    for t in range(t0, t1):\n        tile = tile_update_clamped(",
            "    for t in range(t0, t1 - 1):\n        tile = tile_update_clamped(",

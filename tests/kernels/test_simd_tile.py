@@ -1,5 +1,5 @@
-"""The register tile of ``kernels.simd``: its intrinsics against exact FMA chains, and the
-attention kernels' tile product against numpy."""
+"""The register tile of ``kernels.simd``: its intrinsics against exact FMA chains, the attention
+kernels' tile product against numpy, and the block transpose against numpy's."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ from tinyattn.kernels.simd import (
     tile_update_clamped,
     tile_update_t,
     tile_zero,
+    transpose_block,
+    transpose_lanes,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -175,10 +177,51 @@ def test_operands_the_tile_cannot_use_are_rejected_when_compiling(case):
         _tile_kernel(shape)(a, 0, 0, b, 0, c, 0, 0, 0, 4, True, 0)
 
 
+@njit
+def _transpose_blocks(src, dst, starts):
+    """``transpose_block(src, i0, j0, dst, r0, c0)`` for each row ``(i0, j0, r0, c0)``."""
+    for n in range(starts.shape[0]):
+        i0, j0, r0, c0 = starts[n]
+        transpose_block(src, i0, j0, dst, r0, c0)
+
+
+@compiled_only
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_transpose_block_writes_one_square_block_of_the_transpose(dtype):
+    """Every value distinct, so that any lane sent to the wrong place shows; nothing outside
+    the block is written; blocks at offsets that are not multiples of the width."""
+    lanes = transpose_lanes(dtype)
+    assert lanes == vector_unit().vector_bytes // np.dtype(dtype).itemsize
+    src = np.arange(3 * lanes * (2 * lanes + 5), dtype=dtype).reshape(3 * lanes, 2 * lanes + 5)
+    dst = np.full((2 * lanes + 3, 3 * lanes + 1), -1.0, dtype)
+    expected = dst.copy()
+    starts = np.array([[0, 0, 0, 0], [lanes + 1, 3, 2, lanes], [2 * lanes, lanes + 5, lanes + 3,
+                                                                 2 * lanes + 1]])
+    for i0, j0, r0, c0 in starts:
+        expected[r0 : r0 + lanes, c0 : c0 + lanes] = src[i0 : i0 + lanes, j0 : j0 + lanes].T
+    _transpose_blocks(src, dst, starts)
+    np.testing.assert_array_equal(dst, expected)
+
+
+@compiled_only
+@pytest.mark.parametrize("case", ["src not C-contiguous", "dst not C-contiguous", "dtypes differ"])
+def test_operands_the_transpose_cannot_use_are_rejected_when_compiling(case):
+    src, dst = np.ones((16, 32)), np.zeros((16, 32))
+    if case == "src not C-contiguous":
+        src = src[:, ::2]
+    elif case == "dst not C-contiguous":
+        dst = dst[:, ::2]
+    else:
+        dst = dst.astype(np.float32)
+    with pytest.raises(TypingError):
+        _transpose_blocks(src, dst, np.zeros((1, 4), np.int64))
+
+
 def test_tile_vectors_stay_in_bounds_under_numba_boundscheck(tmp_path):
     """With NUMBA_BOUNDSCHECK=1 (compiled afresh in the child), every vector load and store of
-    a tile and every read of A is checked: reading past a row of B or C, past A's last row
-    (unclamped) or column raises IndexError; the clamped update never reads past A's end."""
+    a tile or a transposed block and every read of A is checked: reading past a row of B or C,
+    past A's last row (unclamped) or column, or past a transposed block's source or target
+    raises IndexError; the clamped update never reads past A's end."""
     if config.DISABLE_JIT:
         pytest.skip("nothing is compiled")
     script = textwrap.dedent(
@@ -204,6 +247,12 @@ def test_tile_vectors_stay_in_bounds_under_numba_boundscheck(tmp_path):
                 tile = simd.tile_update(tile, a, i0, p, b, p, j0)
             simd.tile_store(out, 0, 0, tile, 0)
 
+        @njit
+        def transpose(src, i0, j0, dst, r0, c0):
+            simd.transpose_block(src, i0, j0, dst, r0, c0)
+
+        lanes = simd.transpose_lanes(np.float64)
+        square = np.ones((lanes, lanes))
         cols = simd.tile_columns(np.float64)
         a = np.ones((shape.rows, 3))
         b, c = np.ones((3, cols)), np.zeros((shape.rows, cols))
@@ -214,6 +263,9 @@ def test_tile_vectors_stay_in_bounds_under_numba_boundscheck(tmp_path):
             (update, (a, 0, b, 0, 3, False)),  # column 3 of A, row 3 of B
             (update, (a, 0, b, 1, 0, False)),  # columns 1 .. cols of B
             (simd.tile_product, (a, 0, b, 1, c, 0, 0, 0, 3, False)),  # B's columns, via product
+            (transpose, (square, 1, 0, square.copy(), 0, 0)),  # one row of the source too few
+            (transpose, (square, 0, 1, square.copy(), 0, 0)),  # past the source's rows' end
+            (transpose, (square, 0, 0, square.copy(), 0, 1)),  # past the target's rows' end
         ]
         for check, args in checks:
             try:
@@ -230,7 +282,7 @@ def test_tile_vectors_stay_in_bounds_under_numba_boundscheck(tmp_path):
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             env=env, cwd=ROOT, timeout=600, check=False)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.split() == ["ok"] * 6 + ["clamped"]
+    assert result.stdout.split() == ["ok"] * 9 + ["clamped"]
 
 
 # --- the attention kernels' tile product ----------------------------------------------------

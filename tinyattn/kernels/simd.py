@@ -37,6 +37,10 @@ a register of its own. These intrinsics are all a kernel needs:
   results belong to rows of ``C`` that the caller ignores, so a caller with blocks shorter than
   a tile (the attention kernels) needs no padded copy of ``A``.
 
+One more intrinsic works on registers without a tile: :func:`transpose_block` ``(src, i0, j0,
+dst, r0, c0)`` copies a square block of one register's lanes transposed, as whole vectors (the
+matmul's copies of a transposed ``B`` into panels).
+
 ``c`` and ``b`` are C-contiguous float matrices (whole vectors are loaded from and stored to their
 rows); ``a`` is any 2-D float array, strided views included, since it is only read one value at a
 time. All addresses go through numba's own item-pointer code: with ``NUMBA_BOUNDSCHECK=1`` every
@@ -118,6 +122,9 @@ class TileShape:
 # broadcast value fit in 32 registers (AVX-512) with 8 rows and in 16 (AVX2, SSE) with 4.
 TILE_ROWS = 8 if vector_unit().registers >= 32 else 4
 PRODUCT_TILE = TileShape(TILE_ROWS, 2, vector_unit().vector_bytes)
+# Bytes of a row of transpose_block's square (a compile-time constant): one full register.
+# Code that steps over blocks of it reads this, not a tile's width, which may be narrower.
+TRANSPOSE_BYTES = vector_unit().vector_bytes
 
 
 class _TileShapeType(types.Dummy):
@@ -350,6 +357,58 @@ def _rank_one_update(a_transposed: bool, clamped: bool):
 tile_update = _rank_one_update(a_transposed=False, clamped=False)
 tile_update_t = _rank_one_update(a_transposed=True, clamped=False)
 tile_update_clamped = _rank_one_update(a_transposed=False, clamped=True)
+
+
+@intrinsic
+def transpose_block(typingctx, src, i0, j0, dst, r0, c0):
+    """``dst[r0 + p, c0 + q] = src[i0 + q, j0 + p]`` for ``p, q < lanes``: a square block, one
+    register wide (16 × 16 float32 with AVX-512), transposed in registers.
+
+    The block's ``lanes`` rows of ``src`` are loaded as vectors, and ``log2(lanes)`` rounds of
+    two-vector shuffles make its columns: round ``s`` (1, 2, 4, ...) pairs rows ``i`` and
+    ``i + s`` (``i & s == 0``) and swaps bit ``s`` of the row index with bit ``s`` of the lane
+    index, so that after every round each element has its row and lane exchanged. A copy of
+    a transposed matrix element by element loads and stores one value at a time; this loads
+    and stores whole vectors. Both arrays are C-contiguous, of one float dtype.
+    """
+    if not (_is_float_matrix(src) and _is_float_matrix(dst) and src.dtype == dst.dtype
+            and all(isinstance(x, types.Integer) for x in (i0, j0, r0, c0))):
+        return None
+    lanes = TRANSPOSE_BYTES * 8 // src.dtype.bitwidth
+
+    def codegen(context, builder, signature, args):
+        src_array, dst_array = args[0], args[3]
+        row0, column0, out_row0, out_column0 = (
+            _index(context, builder, args[k], signature.args[k]) for k in (1, 2, 4, 5))
+        alignment = src.dtype.bitwidth // 8
+        rows = [builder.load(pointer, align=alignment) for pointer in
+                _vector_pointers(context, builder, src, src_array, row0, column0, lanes, 1,
+                                 lanes)]
+        mask_type = ir.VectorType(ir.IntType(32), lanes)
+        s = 1
+        while s < lanes:
+            # lanes 0 .. lanes-1 of a shuffle are the first vector's, lanes .. 2·lanes-1 the
+            # second's
+            low = ir.Constant(mask_type, [j if not j & s else lanes + j - s
+                                          for j in range(lanes)])
+            high = ir.Constant(mask_type, [j + s if not j & s else lanes + j
+                                           for j in range(lanes)])
+            for i in range(lanes):
+                if not i & s:
+                    rows[i], rows[i + s] = (builder.shuffle_vector(rows[i], rows[i + s], low),
+                                            builder.shuffle_vector(rows[i], rows[i + s], high))
+            s *= 2
+        pointers = _vector_pointers(context, builder, dst, dst_array, out_row0, out_column0,
+                                    lanes, 1, lanes)
+        for row, pointer in zip(rows, pointers, strict=True):
+            builder.store(row, pointer, align=alignment)
+
+    return types.void(src, i0, j0, dst, r0, c0), codegen
+
+
+def transpose_lanes(dtype: np.dtype) -> int:
+    """The side of :func:`transpose_block`'s square for ``dtype``: one vector's lanes."""
+    return TRANSPOSE_BYTES // np.dtype(dtype).itemsize
 
 
 @intrinsic
