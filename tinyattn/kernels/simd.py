@@ -366,10 +366,10 @@ def transpose_block(typingctx, src, i0, j0, dst, r0, c0):
 
     The block's ``lanes`` rows of ``src`` are loaded as vectors, and ``log2(lanes)`` rounds of
     two-vector shuffles make its columns: round ``s`` (1, 2, 4, ...) pairs rows ``i`` and
-    ``i + s`` (``i & s == 0``) and swaps bit ``s`` of the row index with bit ``s`` of the lane
-    index, so that after every round each element has its row and lane exchanged. A copy of
-    a transposed matrix element by element loads and stores one value at a time; this loads
-    and stores whole vectors. Both arrays are C-contiguous, of one float dtype.
+    ``i + s`` (``i & s == 0``) and swaps bit ``s`` of each element's row index with bit ``s`` of
+    its lane index, so that after the last round every element's row and lane are exchanged.
+    A copy of a transposed matrix element by element loads and stores one value at a time; this
+    loads and stores whole vectors. Both arrays are C-contiguous, of one float dtype.
     """
     if not (_is_float_matrix(src) and _is_float_matrix(dst) and src.dtype == dst.dtype
             and all(isinstance(x, types.Integer) for x in (i0, j0, r0, c0))):
