@@ -647,6 +647,13 @@ MUTANTS: list[Mutant] = [
            "    sum_rows = has_row_sums and nb == 0",
            "one A multiplied by a batch of B is summed once per output matrix",
            "tests/kernels/test_matmul_kernel.py"),
+    mutant("compile-ahead-helper-path", "tinyattn/kernels/compile_ahead.py",
+           'code = f"import sys; sys.path.insert(0, {source_root!r}); " \\\n',
+           'code = f"import sys; " \\\n',
+           "the compile-ahead helper imports the tinyattn of its working directory, which may "
+           "be another checkout's: it compiles that one's kernels, and the process it was to "
+           "help compiles all of its own",
+           "tests/kernels/test_compile_ahead.py"),
     mutant("simd-transpose-pair-mask", "tinyattn/kernels/simd.py",
            "            high = ir.Constant(mask_type, [j + s if not j & s else lanes + j\n",
            "            high = ir.Constant(mask_type, [j if not j & s else lanes + j\n",

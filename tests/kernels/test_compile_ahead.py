@@ -147,6 +147,26 @@ def test_the_helper_compiles_the_rest_of_the_family_and_nothing_else(tmp_path):
                                 "counter_rng"}, compiled_modules
 
 
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
+def test_the_helper_runs_the_tinyattn_of_the_process_that_started_it(tmp_path):
+    """Started from a directory that holds another ``tinyattn`` (a checkout of other code), the
+    process imports this one (its script's directory and ``PYTHONPATH`` come first) and so does
+    its helper: it compiles this checkout's backward, which a later process loads."""
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "tinyattn").mkdir(parents=True)
+    (elsewhere / "tinyattn" / "__init__.py").write_text(
+        'raise ImportError("the tinyattn of the working directory")\n')
+    script = tmp_path / "forward.py"
+    script.write_text(_ATTENTION_FORWARD)
+    cache = tmp_path / "cache"
+    result = subprocess.run([sys.executable, str(script)], cwd=elsewhere, capture_output=True,
+                            text=True, timeout=600, check=False,
+                            env=environment(cache, **_ahead(True)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-1] == "0"  # the helper's exit code
+    assert _last_line(_run(_ATTENTION_STEP, cache)) == "[]"
+
+
 _STARTS_A_HELPER = """
 import numpy as np
 from tinyattn.kernels import compile_ahead

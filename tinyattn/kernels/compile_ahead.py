@@ -63,12 +63,14 @@ def _start() -> subprocess.Popen | None:
             environment = dict(os.environ, **{VARIABLE: "0", QUIET_VARIABLE: "1"})
             if config.CACHE_DIR:
                 environment["NUMBA_CACHE_DIR"] = config.CACHE_DIR
-            source_root = str(Path(__file__).resolve().parents[2])  # this tinyattn first
-            environment["PYTHONPATH"] = os.pathsep.join(
-                filter(None, [source_root, environment.get("PYTHONPATH")]))
+            # this tinyattn first on the helper's path: ahead of the working directory, which
+            # ``-c`` puts first and which may hold another tinyattn (a checkout, say)
+            source_root = str(Path(__file__).resolve().parents[2])
+            code = f"import sys; sys.path.insert(0, {source_root!r}); " \
+                   f"from {__name__} import main; main()"
             with contextlib.suppress(OSError):
                 helper = subprocess.Popen(
-                    [sys.executable, "-c", f"from {__name__} import main; main()"],
+                    [sys.executable, "-c", code],
                     stdin=subprocess.PIPE,
                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment,
                     text=True)
