@@ -61,10 +61,10 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   of one register's lanes, 16 × 16 float32 with AVX-512, each transposed in registers
   (:func:`~.simd.transpose_block`): a vector of each of the block's columns is loaded and the
   panel's rows are stored as whole vectors, where a copy value by value loads and stores one
-  value at a time. On the AMD EPYC of ``benchmarks/README.md`` (2 threads), packing a small
-  GPT's transposed weights of 128 × 384 to 512 × 128 took 8–9 µs instead of 13–16, GPT-2's
-  3072 × 768 weight 0.16–0.19 ms instead of 0.50–0.52, and ``x @ Wᵀ`` of 64 rows against
-  the small GPT's weights, which its tasks copy themselves, 0.8–0.9× the time.
+  value at a time. On the AMD EPYC of ``benchmarks/results_matmul.md`` (one thread,
+  ``bench_matmul.py --alternatives``, whose "Bᵀ copied value by value" is the copy before),
+  float32 products of 8 rows against GPT-2's output head and its 768 × 3072 weight took
+  about a third of the time, and products of 16 to 64 rows against a small GPT's weights 0.56–0.63×.
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
