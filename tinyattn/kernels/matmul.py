@@ -64,7 +64,8 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   value at a time. On the AMD EPYC of ``benchmarks/results_matmul.md`` (one thread,
   ``bench_matmul.py --alternatives``, whose "Bᵀ copied value by value" is the copy before),
   float32 products of 8 rows against GPT-2's output head and its 768 × 3072 weight took
-  about a third of the time, and products of 16 to 64 rows against a small GPT's weights 0.56–0.63×.
+  about a third of the time, and products of 16 to 64 rows against a small GPT's weights
+  0.56–0.63× the time.
 * **Edges without copies of A.** When ``M`` is not a multiple of ``MR``, the last tile row is
   moved up to end at row ``M``: it recomputes rows of the tile row above, with the same
   operations in the same order, and stores only its own. C tiles on the right edge (``N`` not
