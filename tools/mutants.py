@@ -737,6 +737,13 @@ MUTANTS: list[Mutant] = [
            "the fused kernels key the dropout mask by the row within the key block instead of "
            "the key index (every block of 64 keys repeats the first's mask)",
            "tests/kernels/test_attention_kernel.py", "tests/test_attention.py"),
+    mutant("attn-kernel-head-stride-values", "tinyattn/kernels/attention.py",
+           "(H > 1 and sh != W * item)",
+           "(H > 1 and sh != W)",
+           "the layout check compares a head's stride in bytes with its width in values, so "
+           "the heads of a projection are never seen side by side in its rows: q, k and v are "
+           "copied head-major on every call instead of read in place",
+           "tests/kernels/test_attention_kernel.py"),
     mutant("attn-kernel-packed-rows-shifted", "tinyattn/kernels/attention.py",
            "    if not lowest <= c0 <= highest:\n"
            "        c0 = lowest\n",

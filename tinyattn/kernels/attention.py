@@ -77,7 +77,11 @@ query heads whole. No two tasks write the same output, so results are bitwise id
 to run and for any thread count. The backward has only ``B·Hkv`` tasks: with fewer than there
 are threads (one sequence with multi-query attention), some threads idle. Below
 ``_PARALLEL_MIN_WORK`` multiply-adds the tasks run serially: waking the thread pool then
-costs more than the work.
+costs more than the work. That is little work: on the AMD EPYC of ``benchmarks/README.md``
+(``bench_thresholds.py``, 2 threads, causal), four heads of 16 queries (``D = 32``) took 0.91×
+the serial time in parallel, forward and backward, four heads of 64 queries (sampling from a
+small GPT) 0.74–0.75×, and twelve heads of 16 queries (``D = 64``, GPT-2) 0.67–0.70×; four
+heads of 8 queries took about as long either way.
 
 Compile cost. The per-task functions (:func:`_forward_block`, :func:`_backward_kv_head`) are
 task functions of :func:`~.parallel.run_tasks`: each is compiled once, on its own, and called by
@@ -113,12 +117,18 @@ from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 # block (a whole number of tile rows).
 _BLOCK_Q = 128
 _BLOCK_K = 64
-_PARALLEL_MIN_WORK = 2**21
+_PARALLEL_MIN_WORK = 2**16
 # Constant arguments of the helpers, as numpy scalars: numba compiles a function once per
 # distinct argument types, and a Python literal (``0``, ``True``) at a call site is a type of
 # its own, which would compile the helper again for that call site alone.
 _ZERO = np.int64(0)
 _TRUE, _FALSE = np.bool_(True), np.bool_(False)
+# Per float dtype: the bias of an attention without one (never read: ``has_bias`` is False)
+# and the width of the tile products, which a query block holds a whole number of.
+_NO_BIAS = {t: np.zeros((1, 1, 1, 1), t) for t in (np.float32, np.float64)}
+_TILE_COLUMNS = {t: tile_columns(np.dtype(t)) for t in (np.float32, np.float64)}
+assert all(_BLOCK_Q % columns == 0 for columns in _TILE_COLUMNS.values())
+assert _BLOCK_K % TILE_ROWS == 0
 
 
 @compiled_only
@@ -554,9 +564,11 @@ def _token_rows(x: np.ndarray) -> tuple[np.ndarray, np.int64] | None:
     of the memory ``x`` lies in; None when there is none."""
     B, H, L, W = x.shape
     item = x.itemsize
-    sb, sh, sl, sw = (s // item if s % item == 0 else -1 for s in x.strides)
-    P = sl if L > 1 else (sb if B > 1 else H * W)
-    if (W > 1 and sw != 1) or (H > 1 and sh != W) or P < H * W or (B > 1 and sb != L * P):
+    sb, sh, sl, sw = x.strides  # in bytes
+    row = sl if L > 1 else (sb if B > 1 else H * W * item)  # bytes from a token to the next
+    P = row // item
+    if (W > 1 and sw != item) or (H > 1 and sh != W * item) or row % item or P < H * W or \
+            (B > 1 and sb != L * row):
         return None
     owner = x
     while owner.base is not None:
@@ -593,7 +605,7 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
         and H % Hkv == 0, (f"{name}: q {q.shape}, k {k.shape}, v {v.shape} do not fit "
                            "q (B, H, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv), H % Hkv == 0")
     if bias is None:
-        bias, has_bias = np.zeros((1, 1, 1, 1), q.dtype), False
+        bias, has_bias = _NO_BIAS[q.dtype.type], False
     else:
         assert bias.ndim == 4 and all(
             n in (1, full) for n, full in zip(bias.shape, (B, H, T, S), strict=True)
@@ -606,11 +618,10 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
     assert 0 <= int(seed) < 2**64, f"{name}: seed must be in [0, 2**64), got {seed}"
     assert window_size is None or window_size >= 1, \
         f"{name}: window_size must be None or >= 1, got {window_size}"
-    assert _BLOCK_Q % tile_columns(q.dtype) == 0 and _BLOCK_K % TILE_ROWS == 0
     band_lo, band_hi = _band(bool(is_causal), window_size, T, S)
     arrays = _laid_out(q), _laid_out(k, v)
     options = (bias, has_bias, band_lo, band_hi, float(scale), float(dropout_p), np.uint64(seed),
-               _BLOCK_Q, _BLOCK_K, tile_columns(q.dtype))
+               _BLOCK_Q, _BLOCK_K, _TILE_COLUMNS[q.dtype.type])
     return arrays, options
 
 
