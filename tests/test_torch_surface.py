@@ -166,6 +166,25 @@ def test_multinomial_samples_follow_the_weights():
         ta.multinomial(ta.tensor([1.0, 0.0]), 2)
 
 
+@pytest.mark.parametrize("shape, num_samples, replacement",
+                         [((65,), 1, False), ((3, 65), 1, False), ((2, 7), 5, True),
+                          ((4,), 3, True)])
+def test_multinomial_draws_what_numpy_choice_draws_from_the_same_generator(
+        shape, num_samples, replacement):
+    rng = np.random.default_rng(5)
+    weights = rng.random(shape) * (rng.random(shape) > 0.4)  # some zero weights
+    weights[..., -1] += 0.5  # every row has a positive sum
+    rows = weights.reshape(-1, shape[-1])
+    for seed in range(20):
+        ta.manual_seed(seed)
+        drawn = ta.multinomial(ta.tensor(weights), num_samples, replacement).numpy()
+        ta.manual_seed(seed)
+        generator = ta.random.generator()
+        want = np.stack([generator.choice(shape[-1], size=num_samples, replace=replacement,
+                                          p=row / row.sum()) for row in rows])
+        np.testing.assert_array_equal(drawn, want.reshape(shape[:-1] + (num_samples,)))
+
+
 def test_grad_mode_context_managers_match_pytorch():
     for module in (ta, torch):
         w = module.ones(2, requires_grad=True)

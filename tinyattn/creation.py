@@ -225,9 +225,17 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
     if not replacement and (np.count_nonzero(rows, axis=1) < num_samples).any():
         raise ShapeError(f"multinomial: cannot draw {num_samples} samples without "
                            "replacement from a row with fewer non-zero weights")
-    draws = np.stack([generator().choice(rows.shape[1], size=num_samples,
-                                        replace=replacement, p=row / total)
-                      for row, total in zip(rows, totals)])
+    if replacement or num_samples == 1:
+        # numpy's ``Generator.choice(n, size, p=row / total)`` for these, row by row, with the
+        # draws it would make (the same uniforms, the same cumulative sums): a sample is the
+        # number of cumulative weights at or below a uniform draw
+        cdf = np.cumsum(rows / totals[:, None], axis=1)
+        cdf /= cdf[:, -1:]
+        uniforms = generator().random((rows.shape[0], num_samples))
+        draws = np.stack([np.searchsorted(c, u, side="right") for c, u in zip(cdf, uniforms)])
+    else:
+        draws = np.stack([generator().choice(rows.shape[1], size=num_samples, replace=False,
+                                            p=row / total) for row, total in zip(rows, totals)])
     return Tensor(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64))
 
 

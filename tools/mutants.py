@@ -682,6 +682,12 @@ MUTANTS: list[Mutant] = [
            "total += a[j] * a[j]",
            "the vector-lane dot product reads its first operand twice",
            "tests/kernels/test_reductions.py", "tests/kernels/test_softmax_kernel.py"),
+    mutant("multinomial-cumulative-axis", "tinyattn/creation.py",
+           "cdf = np.cumsum(rows / totals[:, None], axis=1)",
+           "cdf = np.cumsum(rows / totals[:, None], axis=0)",
+           "multinomial accumulates the weights down the rows instead of along each row: with "
+           "several rows, every row but the first samples from sums of other rows' weights",
+           "tests/test_torch_surface.py"),
     mutant("attn-kernel-scale", "tinyattn/kernels/attention.py",
            "_transpose_into(q_t, q_head[i0 : i0 + nq], nq, dtype(scale))",
            "_transpose_into(q_t, q_head[i0 : i0 + nq], nq, dtype(1.0))",
