@@ -102,7 +102,7 @@ def main() -> None:
     from tinyattn.kernels.cpu import vector_unit
 
     numba.set_num_threads(args.threads)
-    load = load_average()
+    load, started = load_average(), time.strftime("%H:%M UTC", time.gmtime())
     lines = ["| kernel | size | work | serial µs | parallel µs | parallel ÷ serial | "
              "path taken |", "|---|---|---:|---:|---:|---:|---|"]
     for kernel, label, work, call in _cases():
@@ -126,8 +126,8 @@ def main() -> None:
     command = (f"python benchmarks/bench_thresholds.py --blocks {args.blocks} --calls "
                f"{args.calls} --threads {args.threads}")
     body = [f"## {machine_header()}", "", f"Vector unit (numba's target): "
-            f"{vector_unit().describe()}; {args.threads} thread(s); load average before: "
-            f"{load}.", "", f"Command: `{command}`. Work: multiply-adds of the "
+            f"{vector_unit().describe()}; {args.threads} thread(s); started at {started}, load "
+            f"average then: {load}.", "", f"Command: `{command}`. Work: multiply-adds of the "
             "attention (B·H·T·T·2D, before the causal mask halves it) or elements of GELU; "
             "\"path taken\": the path the kernel's threshold picks at that size.", "", *lines]
     prepend_section(args.output, TITLE, "\n".join(body))

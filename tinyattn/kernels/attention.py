@@ -77,11 +77,13 @@ query heads whole. No two tasks write the same output, so results are bitwise id
 to run and for any thread count. The backward has only ``B·Hkv`` tasks: with fewer than there
 are threads (one sequence with multi-query attention), some threads idle. Below
 ``_PARALLEL_MIN_WORK`` multiply-adds the tasks run serially: waking the thread pool then
-costs more than the work. That is little work: on the AMD EPYC of ``benchmarks/README.md``
-(``bench_thresholds.py``, 2 threads, causal), four heads of 16 queries (``D = 32``) took 0.91×
-the serial time in parallel, forward and backward, four heads of 64 queries (sampling from a
-small GPT) 0.74–0.75×, and twelve heads of 16 queries (``D = 64``, GPT-2) 0.67–0.70×; four
-heads of 8 queries took about as long either way.
+costs more than the work (or as much). On the AMD EPYC of ``benchmarks/README.md``
+(``bench_thresholds.py``, three runs, 2 threads, causal), in parallel four heads of 32 queries
+(``D = 32``, 2¹⁸ multiply-adds) took 0.82–0.88× the serial time backward and 0.86–1.26×
+forward, four heads of 64 queries (sampling from a small GPT) 0.71–0.76× backward and
+0.74–1.13× forward, and twelve heads of 16 or 32 queries (``D = 64``, GPT-2) 0.61–0.76×; four
+heads of 8 or 16 queries took 0.93–1.26×. Which path wins at these sizes varies from process
+to process (in one run of the three most small cases were slower in parallel).
 
 Compile cost. The per-task functions (:func:`_forward_block`, :func:`_backward_kv_head`) are
 task functions of :func:`~.parallel.run_tasks`: each is compiled once, on its own, and called by
@@ -117,7 +119,7 @@ from .simd import TILE_ROWS, prefer_full_width, tile_columns, tile_product
 # block (a whole number of tile rows).
 _BLOCK_Q = 128
 _BLOCK_K = 64
-_PARALLEL_MIN_WORK = 2**16
+_PARALLEL_MIN_WORK = 2**18
 # Constant arguments of the helpers, as numpy scalars: numba compiles a function once per
 # distinct argument types, and a Python literal (``0``, ``True``) at a call site is a type of
 # its own, which would compile the helper again for that call site alone.

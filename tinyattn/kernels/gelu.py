@@ -48,9 +48,10 @@ below the smallest result the dtype can hold.
 
 Inputs of at least ``_PARALLEL_MIN_ELEMENTS`` elements are split into chunks run in parallel;
 smaller ones run in one serial pass, where waking the thread pool would cost more than the work.
-On the AMD EPYC of ``benchmarks/README.md`` (``bench_thresholds.py``, 2 threads, float32)
-two threads took 0.81–0.84× the serial time at 16384 elements, forward and backward, and
-0.67–0.70× at 32768 (a small GPT's MLP at 64 tokens); at 8192 they took as long as one.
+On the AMD EPYC of ``benchmarks/README.md`` (``bench_thresholds.py``, three runs, 2 threads,
+float32) two threads took 0.68–0.91× the serial time at 16384 elements, forward and backward,
+and 0.60–0.69× at 32768 (a small GPT's MLP at 64 tokens); at 8192, 0.84–0.98×, a margin
+within the spread between runs.
 Each element is computed independently, so the result does not depend on the path.
 """
 
