@@ -17,7 +17,7 @@ from . import dtypes
 from .devices import check_device
 from .errors import ShapeError
 from .random import generator, numpy_generator
-from .tensor import Tensor, check_tensor
+from .tensor import Tensor, check_tensor, from_numpy
 from .validation import check_int, is_int, shape_arg
 
 
@@ -217,14 +217,16 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
     if weights.ndim not in (1, 2):
         raise ShapeError(f"multinomial: input must be 1-D or 2-D, got shape {input.shape}")
     rows = weights.reshape(-1, weights.shape[-1])
-    if not np.all(np.isfinite(rows)) or (rows < 0).any():
+    if rows.size and not (rows.min() >= 0.0 and rows.max() < np.inf):  # NaN fails both
         raise ValueError("multinomial: probabilities must be finite and non-negative")
     totals = rows.sum(axis=1)
     if (totals <= 0).any():
         raise ShapeError("multinomial: each row must have a positive sum")
-    if not replacement and (np.count_nonzero(rows, axis=1) < num_samples).any():
+    if not replacement and num_samples > 1 and \
+            (np.count_nonzero(rows, axis=1) < num_samples).any():
         raise ShapeError(f"multinomial: cannot draw {num_samples} samples without "
                            "replacement from a row with fewer non-zero weights")
+    draws = np.empty((rows.shape[0], num_samples), np.int64)
     if replacement or num_samples == 1:
         # numpy's ``Generator.choice(n, size, p=row / total)`` for these, row by row, with the
         # draws it would make (the same uniforms, the same cumulative sums): a sample is the
@@ -232,11 +234,13 @@ def multinomial(input: Any, num_samples: int, replacement: bool = False) -> Any:
         cdf = np.cumsum(rows / totals[:, None], axis=1)
         cdf /= cdf[:, -1:]
         uniforms = generator().random((rows.shape[0], num_samples))
-        draws = np.stack([np.searchsorted(c, u, side="right") for c, u in zip(cdf, uniforms)])
+        for r in range(rows.shape[0]):
+            draws[r] = np.searchsorted(cdf[r], uniforms[r], side="right")
     else:
-        draws = np.stack([generator().choice(rows.shape[1], size=num_samples, replace=False,
-                                            p=row / total) for row, total in zip(rows, totals)])
-    return Tensor(draws.reshape(weights.shape[:-1] + (num_samples,)).astype(np.int64))
+        for r in range(rows.shape[0]):
+            draws[r] = generator().choice(rows.shape[1], size=num_samples, replace=False,
+                                          p=rows[r] / totals[r])
+    return from_numpy(draws.reshape(weights.shape[:-1] + (num_samples,)))
 
 
 # ---- PyTorch's legacy typed constructors: torch.FloatTensor, torch.LongTensor, ... ------------
