@@ -8,9 +8,15 @@ reports the median of its timed iterations (after ``--warmup`` untimed ones), an
 resident memory is read from the kernel's accounting of the finished child (``wait4``).
 The ratio is the median over rounds of tinyattn's ms ÷ torch's ms of that round.
 
+With ``--sample N`` each process then samples ``N`` tokens from the model it trained, as
+nanoGPT's ``sample.py`` does (:mod:`gpt_script`), and the table has the sampling step's forward
+pass and the rest of the step, each the median over rounds of the processes' medians, with the
+median over rounds of their ratios.
+
 Run from the repository root::
 
     python benchmarks/bench_script.py [--rounds 5] [--iters 60] [--warmup 10] [--threads 2]
+                                      [--sample N]
 """
 
 from __future__ import annotations
@@ -26,18 +32,18 @@ SCRIPT = HERE / "gpt_script.py"
 TITLE = "# W4 — a learner's nanoGPT-style training script, as written (newest first)"
 
 
-def command(side: str, iters: int, warmup: int, threads: int) -> list[str]:
+def command(side: str, iters: int, warmup: int, threads: int, sample: int) -> list[str]:
     """The command line of one side: the script under ``python`` or under ``tinyattn run``."""
     runner = ["-m", "tinyattn", "run"] if side == "tinyattn" else []
     return [sys.executable, *runner, str(SCRIPT), "--iters", str(iters), "--warmup",
-            str(warmup), "--threads", str(threads)]
+            str(warmup), "--threads", str(threads), "--sample", str(sample)]
 
 
-def run_child(side: str, iters: int, warmup: int, threads: int) -> dict:
+def run_child(side: str, iters: int, warmup: int, threads: int, sample: int) -> dict:
     """One process of ``side``: its JSON line, its wall time and its own peak RSS in MB."""
     from timing import run_json_child
 
-    result = run_json_child(command(side, iters, warmup, threads), f"W4 {side}")
+    result = run_json_child(command(side, iters, warmup, threads, sample), f"W4 {side}")
     if not np.isfinite(result["loss"]):
         raise SystemExit(f"W4 {side}: the last loss is not finite")
     return result
@@ -49,6 +55,8 @@ def main() -> None:
     parser.add_argument("--iters", type=int, default=60, help="timed iterations per process")
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations first")
     parser.add_argument("--threads", type=int, default=2, help="threads of each side")
+    parser.add_argument("--sample", type=int, default=0,
+                        help="then sample this many tokens as nanoGPT's sample.py does")
     parser.add_argument("--output", type=Path, default=HERE / "results_script.md")
     args = parser.parse_args()
 
@@ -59,7 +67,7 @@ def main() -> None:
     load_before = load_average()
     runs = alternating_rounds(["tinyattn", "torch"], args.rounds,
                               lambda side: run_child(side, args.iters, args.warmup,
-                                                     args.threads))
+                                                     args.threads, args.sample))
     load_after = load_average()
 
     def med(side: str, key: str) -> float:
@@ -72,6 +80,8 @@ def main() -> None:
     walls = med("tinyattn", "wall_s"), med("torch", "wall_s")
     cmd = (f"python benchmarks/bench_script.py --rounds {args.rounds} --iters {args.iters} "
            f"--warmup {args.warmup} --threads {args.threads}")
+    if args.sample:
+        cmd += f" --sample {args.sample}"
     lines = [
         f"## {machine_header()}",
         "",
@@ -97,6 +107,16 @@ def main() -> None:
         f"| last loss (same seed, random tokens) | {med('tinyattn', 'loss'):.3f} "
         f"| {med('torch', 'loss'):.3f} | |",
     ]
+    for key, label, unit in (("sample_forward_ms", "sampling: the forward pass on 64 tokens",
+                              "ms"),
+                             ("sample_rest_us", "sampling: the rest of a step (top-k, masking, "
+                              "softmax, multinomial, cat)", "µs")):
+        if args.sample:
+            ours = np.array([run[key] for run in runs["tinyattn"]])
+            theirs = np.array([run[key] for run in runs["torch"]])
+            lines.append(f"| {label}, {unit} (median of {args.sample} steps) | "
+                         f"{np.median(ours):.2f} | {np.median(theirs):.2f} | "
+                         f"{np.median(ours / theirs):.2f}× |")
     section = "\n".join(lines)
     print(section)
     prepend_section(args.output, TITLE, section)

@@ -8,11 +8,17 @@ AdamW with weight decay on the matrices only, ``clip_grad_norm_`` and
 ``cross_entropy(ignore_index=-1)``. The batches are random tokens from a fixed seed (the time of
 a step does not depend on the text).
 
+With ``--sample N`` the trained model then samples ``N`` tokens as nanoGPT's ``sample.py``
+does (no gradient, the context cropped to 64 tokens, temperature, top-k, ``multinomial``),
+from a prompt of 64 tokens, so that every step runs the model on 64 tokens.
+
 ``benchmarks/bench_script.py`` runs it as it is with PyTorch and through ``tinyattn run`` with
 tinyattn, each in its own process. It prints one JSON line: the median milliseconds of the
-timed iterations and the last loss.
+timed iterations and the last loss (and, with ``--sample``, the median milliseconds of a
+sampling step's forward pass and microseconds of the rest of the step).
 
-Run: ``python benchmarks/gpt_script.py [--iters 60] [--warmup 10] [--threads 2]`` (PyTorch), or
+Run: ``python benchmarks/gpt_script.py [--iters 60] [--warmup 10] [--threads 2] [--sample N]``
+(PyTorch), or
 ``tinyattn run benchmarks/gpt_script.py ...`` (tinyattn).
 """
 
@@ -94,13 +100,16 @@ class GPT(nn.Module):
         elif isinstance(module, nn.Embedding):
             torch.nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
-    def forward(self, idx, targets):
+    def forward(self, idx, targets=None):
         b, t = idx.size()
         pos = torch.arange(0, t, dtype=torch.long)
         x = self.transformer.wte(idx) + self.transformer.wpe(pos)
         for block in self.transformer.h:
             x = block(x)
-        logits = self.lm_head(self.transformer.ln_f(x))
+        x = self.transformer.ln_f(x)
+        if targets is None:  # sampling: the logits of the last position only
+            return self.lm_head(x[:, [-1], :])
+        logits = self.lm_head(x)
         return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1),
                                ignore_index=-1)
 
@@ -113,11 +122,36 @@ class GPT(nn.Module):
         return torch.optim.AdamW(groups, lr=learning_rate, betas=betas)
 
 
+@torch.no_grad()
+def sample(model, idx, block_size, new_tokens, temperature=0.8, top_k=200):
+    """Sample ``new_tokens`` after ``idx`` as nanoGPT's ``sample.py`` does (context cropped to
+    ``block_size``, temperature, top-k, ``multinomial``); the seconds of each step's forward
+    pass and of the rest of the step."""
+    forward_s, rest_s = [], []
+    for _ in range(new_tokens):
+        start = time.perf_counter()
+        idx_cond = idx if idx.size(1) <= block_size else idx[:, -block_size:]
+        logits = model(idx_cond)
+        middle = time.perf_counter()
+        logits = logits[:, -1, :] / temperature
+        v, _ = torch.topk(logits, min(top_k, logits.size(-1)))
+        logits[logits < v[:, [-1]]] = -float("Inf")
+        probs = F.softmax(logits, dim=-1)
+        idx_next = torch.multinomial(probs, num_samples=1)
+        idx = torch.cat((idx, idx_next), dim=1)
+        forward_s.append(middle - start)
+        rest_s.append(time.perf_counter() - middle)
+    return forward_s, rest_s
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--iters", type=int, default=60)
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--sample", type=int, default=0,
+                        help="then sample this many tokens (after 10 untimed) from a context of "
+                             "64 tokens")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.manual_seed(1337)
@@ -145,7 +179,13 @@ def main():
         last = loss.item()
         if it >= args.warmup:
             times.append(time.perf_counter() - start)
-    print(json.dumps({"ms": float(np.median(times) * 1e3), "loss": last}))
+    result = {"ms": float(np.median(times) * 1e3), "loss": last}
+    if args.sample:
+        model.eval()
+        forward_s, rest_s = sample(model, data[None, :block_size], block_size, 10 + args.sample)
+        result["sample_forward_ms"] = float(np.median(forward_s[10:]) * 1e3)
+        result["sample_rest_us"] = float(np.median(rest_s[10:]) * 1e6)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
