@@ -252,6 +252,13 @@ MUTANTS: list[Mutant] = [
            "return y * (grad - grad.sum(ctx.dim, keepdim=True)), None",
            "softmax's rule subtracts Σ g instead of Σ g ⊙ y",
            FAST, HIGHER),
+    mutant("softmax-along-next-to-last", "tinyattn/ops/softmax.py",
+           "if dim == arrays[0].ndim - 1:",
+           "if dim >= arrays[0].ndim - 2:",
+           "softmax along the next-to-last dim takes the path for the last one: its rows are "
+           "normalised across the wrong dim (a gradient check cannot see it: the backward "
+           "takes the same wrong dim)",
+           "tests/test_module.py", "tests/test_tensor.py"),
     mutant("log-softmax-rule-exp", "tinyattn/ops/softmax.py",
            "return grad - y.exp() * grad.sum(ctx.dim, keepdim=True), None",
            "return grad - y * grad.sum(ctx.dim, keepdim=True), None",

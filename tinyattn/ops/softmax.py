@@ -32,6 +32,8 @@ def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
     """Run a last-axis row kernel along ``dim``: move that axis last, and back afterwards."""
     if arrays[0].ndim == 0:
         return kernel(*(a.reshape(1) for a in arrays)).reshape(())
+    if dim == arrays[0].ndim - 1:  # already last (attention's scores, a row of logits)
+        return kernel(*arrays)
     moved = [np.ascontiguousarray(np.moveaxis(a, dim, -1)) for a in arrays]
     return np.moveaxis(kernel(*moved), -1, dim)
 
