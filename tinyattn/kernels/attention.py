@@ -104,6 +104,7 @@ import math
 
 import numpy as np
 
+from . import FLOAT_DTYPES
 from .attention_reference import (  # noqa: F401  (the twins, also reachable from here)
     attention_backward_numpy,
     attention_forward_numpy,
@@ -127,8 +128,8 @@ _ZERO = np.int64(0)
 _TRUE, _FALSE = np.bool_(True), np.bool_(False)
 # Per float dtype: the bias of an attention without one (never read: ``has_bias`` is False)
 # and the width of the tile products, which a query block holds a whole number of.
-_NO_BIAS = {t: np.zeros((1, 1, 1, 1), t) for t in (np.float32, np.float64)}
-_TILE_COLUMNS = {t: tile_columns(np.dtype(t)) for t in (np.float32, np.float64)}
+_NO_BIAS = {dtype: np.zeros((1, 1, 1, 1), dtype) for dtype in FLOAT_DTYPES}
+_TILE_COLUMNS = {dtype: tile_columns(dtype) for dtype in FLOAT_DTYPES}
 assert all(_BLOCK_Q % columns == 0 for columns in _TILE_COLUMNS.values())
 assert _BLOCK_K % TILE_ROWS == 0
 
@@ -607,7 +608,7 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
         and H % Hkv == 0, (f"{name}: q {q.shape}, k {k.shape}, v {v.shape} do not fit "
                            "q (B, H, T, D), k (B, Hkv, S, D), v (B, Hkv, S, Dv), H % Hkv == 0")
     if bias is None:
-        bias, has_bias = _NO_BIAS[q.dtype.type], False
+        bias, has_bias = _NO_BIAS[q.dtype], False
     else:
         assert bias.ndim == 4 and all(
             n in (1, full) for n, full in zip(bias.shape, (B, H, T, S), strict=True)
@@ -623,7 +624,7 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
     band_lo, band_hi = _band(bool(is_causal), window_size, T, S)
     arrays = _laid_out(q), _laid_out(k, v)
     options = (bias, has_bias, band_lo, band_hi, float(scale), float(dropout_p), np.uint64(seed),
-               _BLOCK_Q, _BLOCK_K, _TILE_COLUMNS[q.dtype.type])
+               _BLOCK_Q, _BLOCK_K, _TILE_COLUMNS[q.dtype])
     return arrays, options
 
 

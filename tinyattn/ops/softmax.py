@@ -29,7 +29,8 @@ from .notation import operand
 
 
 def _along(kernel, dim: int, *arrays: np.ndarray) -> np.ndarray:
-    """Run a last-axis row kernel along ``dim``: move that axis last, and back afterwards."""
+    """Run a last-axis row kernel along ``dim``: move that axis last, and back afterwards (the
+    last axis itself goes to the kernel as it is)."""
     if arrays[0].ndim == 0:
         return kernel(*(a.reshape(1) for a in arrays)).reshape(())
     if dim == arrays[0].ndim - 1:  # already last (attention's scores, a row of logits)
