@@ -1,10 +1,11 @@
-"""Where the attention and GELU kernels should start running on several threads.
+"""Where the attention, GELU, LayerNorm and embedding kernels should start running in parallel.
 
 Each kernel below picks its serial or its parallel path by the size of its input (a threshold
 in its module). This script times both paths of each at a ladder of sizes around the
 thresholds, float32: the attention forward and backward (causal, one sequence, the head shapes
-of sampling from a small GPT and of GPT-2) and the GELU forward and backward (the MLP widths of
-a small GPT at 16 to 128 tokens). Both paths run tinyattn's own kernels on numba's threads, so
+of sampling from a small GPT and of GPT-2), the GELU forward and backward (the MLP widths of
+a small GPT at 16 to 128 tokens), and the LayerNorm and embedding forward and backward (rows of
+128 features, 16 to 768 tokens). Both paths run tinyattn's own kernels on numba's threads, so
 they share one process: blocks of ``--calls`` calls of each path alternate, ``--blocks`` times,
 and a figure is the median over blocks of the time per call, with the median of the per-block
 ratios parallel ÷ serial. Before timing, the two paths are checked to give the same bits.
@@ -28,10 +29,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 sys.path.insert(0, str(HERE))
 
-TITLE = "# Serial against parallel paths of the attention and GELU kernels (newest first)"
+TITLE = "# Serial against parallel paths of the multi-threaded kernels (newest first)"
 ATTENTION_SHAPES = ((1, 4, 8, 32), (1, 4, 16, 32), (1, 4, 32, 32), (1, 4, 64, 32),
                     (1, 2, 64, 32), (1, 12, 16, 64), (1, 12, 32, 64))
 GELU_SIZES = (4096, 8192, 16384, 32768, 65536)
+ROWS, WIDTH, VOCAB = (16, 64, 128, 256, 768), 128, 65  # LayerNorm and embedding: rows of 128
 
 
 @contextlib.contextmanager
@@ -48,16 +50,18 @@ def _path(kernel: str, parallel: bool):
 
 def _threshold(kernel: str):
     """The module of ``kernel`` and the name of its threshold."""
-    from tinyattn.kernels import attention, gelu
+    from tinyattn.kernels import attention, embedding, gelu, layer_norm
 
-    if kernel.startswith("GELU"):
-        return gelu, "_PARALLEL_MIN_ELEMENTS"
-    return attention, "_PARALLEL_MIN_WORK"
+    if kernel.startswith("embedding"):
+        return embedding, f"_{kernel.split()[1].upper()}_PARALLEL_MIN_ELEMENTS"
+    return {"attention": (attention, "_PARALLEL_MIN_WORK"),
+            "GELU": (gelu, "_PARALLEL_MIN_ELEMENTS"),
+            "LayerNorm": (layer_norm, "_PARALLEL_MIN_ELEMENTS")}[kernel.split()[0]]
 
 
 def _cases():
     """``(kernel, size label, work, call)`` per case: ``call()`` runs the kernel once."""
-    from tinyattn.kernels import attention, gelu
+    from tinyattn.kernels import attention, embedding, gelu, layer_norm
 
     rng = np.random.default_rng(0)
     for shape in ATTENTION_SHAPES:
@@ -74,6 +78,21 @@ def _cases():
         yield "GELU forward", f"{size} elements", size, functools.partial(gelu.gelu_forward, x)
         yield "GELU backward", f"{size} elements", size, functools.partial(
             gelu.gelu_backward, x, g)
+    for rows in ROWS:
+        x, g = (rng.standard_normal((rows, WIDTH)).astype(np.float32) for _ in range(2))
+        w, b = (rng.standard_normal(WIDTH).astype(np.float32) for _ in range(2))
+        label, size = f"{rows} rows of {WIDTH}", rows * WIDTH
+        _, mean, rstd = layer_norm.layer_norm_forward(x, w, b, 1e-5)
+        yield "LayerNorm forward", label, size, functools.partial(
+            layer_norm.layer_norm_forward, x, w, b, 1e-5)
+        yield "LayerNorm backward", label, size, functools.partial(
+            layer_norm.layer_norm_backward, g, x, w, mean, rstd)
+        table = rng.standard_normal((VOCAB, WIDTH)).astype(np.float32)
+        indices = rng.integers(0, VOCAB, rows)
+        yield "embedding forward", label, size, functools.partial(
+            embedding.embedding_forward, table, indices)
+        yield "embedding backward", label, size, functools.partial(
+            embedding.embedding_backward, g, indices, VOCAB)
 
 
 def _same_bits(a, b) -> bool:
@@ -94,6 +113,8 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=21, help="alternating blocks per case")
     parser.add_argument("--calls", type=int, default=100, help="calls per block")
     parser.add_argument("--threads", type=int, default=2, help="numba threads")
+    parser.add_argument("--only", default="", help="only the kernels whose name starts so "
+                        "(attention, GELU, LayerNorm, embedding)")
     parser.add_argument("--output", type=Path, default=HERE / "results_thresholds.md")
     args = parser.parse_args()
     import numba
@@ -106,6 +127,8 @@ def main() -> None:
     lines = ["| kernel | size | work | serial µs | parallel µs | parallel ÷ serial | "
              "path taken |", "|---|---|---:|---:|---:|---:|---|"]
     for kernel, label, work, call in _cases():
+        if not kernel.startswith(args.only):
+            continue
         results = []
         for parallel in (False, True):
             with _path(kernel, parallel):
@@ -124,11 +147,12 @@ def main() -> None:
                      f"{np.median(times[1]):.1f} | {ratio:.2f} | {taken} |")
         print(lines[-1], flush=True)
     command = (f"python benchmarks/bench_thresholds.py --blocks {args.blocks} --calls "
-               f"{args.calls} --threads {args.threads}")
+               f"{args.calls} --threads {args.threads}" + (f" --only {args.only}" if args.only
+                                                          else ""))
     body = [f"## {machine_header()}", "", f"Vector unit (numba's target): "
             f"{vector_unit().describe()}; {args.threads} thread(s); started at {started}, load "
             f"average then: {load}.", "", f"Command: `{command}`. Work: multiply-adds of the "
-            "attention (B·H·T·T·2D, before the causal mask halves it) or elements of GELU; "
+            "attention (B·H·T·T·2D, before the causal mask halves it), elements otherwise; "
             "\"path taken\": the path the kernel's threshold picks at that size.", "", *lines]
     prepend_section(args.output, TITLE, "\n".join(body))
 

@@ -16,7 +16,7 @@ import numba
 import numpy as np
 
 import tinyattn as ta
-from tinyattn.kernels import adamw, attention, dropout, gelu, matmul, softmax
+from tinyattn.kernels import adamw, attention, dropout, embedding, gelu, layer_norm, matmul, softmax
 
 CONFIG = ta.models.TransformerLMConfig(vocab_size=29, context_length=16, embed_dim=32,
                                        num_heads=2, num_layers=1, dropout=0.2)
@@ -46,7 +46,9 @@ def all_parallel() -> None:
     adamw._PARALLEL_MIN_SIZE = 0
     attention._PARALLEL_MIN_WORK = 0
     dropout._PARALLEL_MIN = 0
+    embedding._FORWARD_PARALLEL_MIN_ELEMENTS = embedding._BACKWARD_PARALLEL_MIN_ELEMENTS = 0
     gelu._PARALLEL_MIN_ELEMENTS = 0
+    layer_norm._PARALLEL_MIN_ELEMENTS = 0
     matmul._TINY_MACS = 0
     softmax._PARALLEL_MIN_ELEMENTS = 0
 

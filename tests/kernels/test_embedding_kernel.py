@@ -10,6 +10,7 @@ from kernel_helpers import (
     numba_threads,
 )
 
+from tinyattn.kernels import embedding as embedding_module
 from tinyattn.kernels.embedding import (
     embedding_backward,
     embedding_backward_numpy,
@@ -78,6 +79,26 @@ def test_embedding_backward_is_bitwise_deterministic_across_thread_counts(dtype)
             results.append(embedding_backward(grad, indices, 5, None))
     for result in results[1:]:
         np.testing.assert_array_equal(result, results[0])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_serial_and_parallel_paths_agree_bitwise(dtype, monkeypatch):
+    rng = np.random.default_rng(6)
+    weight = rng.standard_normal((7, 40)).astype(dtype)
+    indices = rng.integers(0, 7, (9, 13))  # repeats: the scatter-add sums in order
+    grad = rng.standard_normal((9, 13, 40)).astype(dtype)
+    runs = []
+    for parallel in (False, True):
+        # the sizes at which the kernels go parallel: these arrays in both paths
+        monkeypatch.setattr(embedding_module, "_FORWARD_PARALLEL_MIN_ELEMENTS",
+                            grad.size + (not parallel))
+        monkeypatch.setattr(embedding_module, "_BACKWARD_PARALLEL_MIN_ELEMENTS",
+                            grad.size + (not parallel))
+        runs.append((embedding_forward(weight, indices),
+                     embedding_backward(grad, indices, 7, 2)))
+    for got, want in zip(runs[1], runs[0], strict=True):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(runs[0][0], embedding_forward_numpy(weight, indices))
 
 
 def test_embedding_matches_torch_in_float64():

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kernel_helpers import DTYPES, assert_vjp_matches_central_difference, numba_threads
 
+from tinyattn.kernels import layer_norm as layer_norm_module
 from tinyattn.kernels.layer_norm import (
     layer_norm_backward,
     layer_norm_backward_numpy,
@@ -120,6 +121,19 @@ def test_layer_norm_is_bitwise_deterministic_across_thread_counts(dtype):
     for run in runs[1:]:
         for got, want in zip(run, runs[0], strict=True):
             np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_serial_and_parallel_paths_agree_bitwise(dtype, monkeypatch):
+    x, weight, bias, grad = make_case(np.random.default_rng(5), 300, 96, dtype)
+    runs = []
+    for parallel in (False, True):
+        # the size at which the kernels go parallel: this x in both paths
+        monkeypatch.setattr(layer_norm_module, "_PARALLEL_MIN_ELEMENTS", x.size + (not parallel))
+        y, mean, rstd = layer_norm_forward(x, weight, bias, 1e-5)
+        runs.append((y, mean, rstd, *layer_norm_backward(grad, x, weight, mean, rstd)))
+    for got, want in zip(runs[1], runs[0], strict=True):
+        np.testing.assert_array_equal(got, want)
 
 
 def test_layer_norm_accepts_non_contiguous_input():

@@ -230,8 +230,11 @@ def test_parallel_launches_run_inside_the_kernel_section(monkeypatch):
     assert_matches_numpy(a, b_t.T)
     assert events == ["enter", "_pack_panel", "_gemm_block", "exit"]
     events.clear()
-    assert_matches_numpy(a[:2, :3], b_t[:3, :3].T)
+    assert_matches_numpy(a[:8, :3], b_t[:3, :3].T)  # tiny, and at least MR rows
     assert events == ["enter", "_gemm_small", "exit"]
+    events.clear()
+    assert_matches_numpy(a[:2, :3], b_t[:3, :3].T)  # fewer rows than the tile: matvec's
+    assert events == ["enter", "exit"]
 
 
 @pytest.mark.parametrize("registers, vector_bytes, tile", [

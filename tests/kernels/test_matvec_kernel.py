@@ -25,14 +25,13 @@ def weight_and_layouts(rng, n, k, dtype):
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout", ["transposed", "rows"])
 @pytest.mark.parametrize("m, k, n", [(1, 768, 1000), (MR - 1, 300, 130), (2, 4096, 9),
-                                     (3, 64, 2050), (1, 17, 4097)])
+                                     (3, 64, 2050), (1, 17, 4097), (1, 128, 65), (2, 3, 4)])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_few_rows_match_numpy_in_float64(dtype, layout, m, k, n, with_bias):
     rng = np.random.default_rng(m * k + n)
     a = rng.standard_normal((m, k)).astype(dtype)
     b = weight_and_layouts(rng, n, k, dtype)[layout]
     bias = rng.standard_normal(n).astype(dtype) if with_bias else None
-    assert m * k * n >= matmul_module._TINY_MACS  # not the serial loop for tiny products
     ours = matmul(a, b, bias)
     exact = a.astype(np.float64) @ b.astype(np.float64) + (0 if bias is None else bias)
     scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64) + 1
@@ -129,7 +128,8 @@ def test_a_transposed_weight_is_read_in_place(monkeypatch):
 
 
 def test_the_tiny_serial_loop_and_the_tile_keep_their_shapes(monkeypatch):
-    """Only products of fewer than MR rows, above the tiny threshold, come here."""
+    """Only products of fewer than MR rows come here, tiny ones too (the serial loop would
+    copy a transposed B first)."""
     calls = []
     monkeypatch.setattr(matmul_module, "few_rows_product",
                         lambda *args: calls.append(args[4].shape) or few_rows_product(*args))
@@ -137,7 +137,7 @@ def test_the_tiny_serial_loop_and_the_tile_keep_their_shapes(monkeypatch):
     for m, k, n in [(2, 3, 4), (MR - 1, 200, 100), (MR, 200, 100)]:
         a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
         np.testing.assert_allclose(matmul(a, b), a @ b, rtol=1e-12)
-    assert calls == [(1, MR - 1, 100)]
+    assert calls == [(1, 2, 4), (1, MR - 1, 100)]
 
 
 def test_column_width_gives_whole_lines_of_rows_and_every_thread_work():

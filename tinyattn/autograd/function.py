@@ -438,7 +438,11 @@ def _share_versions(outputs: Any, base: Any) -> None:
 
 def _share_version(view: Any, base: Any) -> None:
     """A view's version counter is its base's (when numpy did return a view of its memory)."""
-    if view._data.base is not None and memory_owner(view._data) is memory_owner(base._data):
+    held = view._data.base  # numpy's views name the array that owns the memory, mostly
+    if held is None:
+        return
+    array = base._data
+    if held is array or held is array.base or memory_owner(held) is memory_owner(array):
         view._version = base._version
         view._base = base._base if base._base is not None else base
 

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import DTypeError, ShapeError
+from ..kernels import FLOAT_DTYPES
 from ..ops.attention import FusedAttention, attention_composed, default_scale, heads_layout
 from ..ops.attention_masks import kernel_bias, sdpa_mask
 from ..random import draw_seed
@@ -30,6 +31,9 @@ class AttentionPath(NamedTuple):
     reason: str
 
 
+_FUSED_AUTO = AttentionPath("fused", "impl='auto': the fused kernel serves this call")
+
+
 def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool = False,
                 composed_for: str | None = None, op: str = _OP) -> AttentionPath:
     """The path for ``impl`` given what the call needs; ``impl='fused'`` where the fused kernel
@@ -45,6 +49,8 @@ def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool 
     >>> choose_path("auto").reason
     "impl='auto': the fused kernel serves this call"
     """
+    if impl == "auto" and not (need_weights or mask_requires_grad or composed_for):
+        return _FUSED_AUTO  # the common call, answered without building the reasons
     check_choice(op, "impl", impl, IMPLS)
     needs = []
     if need_weights:
@@ -64,18 +70,22 @@ def choose_path(impl: str, need_weights: bool = False, mask_requires_grad: bool 
         return AttentionPath("composed", "impl='composed' was asked for")
     if needs:
         return AttentionPath("composed", "impl='auto': " + "; ".join(needs))
-    return AttentionPath("fused", "impl='auto': the fused kernel serves this call")
+    return _FUSED_AUTO
 
 
 def _check_inputs(query: Tensor, key: Tensor, value: Tensor, enable_gqa: bool) -> None:
-    for label, t in (("query", query), ("key", key), ("value", value)):
-        check_kernel_dtype(_OP, check_float(_OP, label, t))
+    tensors = (("query", query), ("key", key), ("value", value))
+    if not (isinstance(query, Tensor) and isinstance(key, Tensor) and isinstance(value, Tensor)
+            and query.dtype == key.dtype == value.dtype and query.dtype in FLOAT_DTYPES):
+        for label, t in tensors:  # the first argument that is wrong, named
+            check_kernel_dtype(_OP, check_float(_OP, label, t))
+        if not query.dtype == key.dtype == value.dtype:
+            raise DTypeError(f"{_OP}: query, key and value must share one dtype, got "
+                             f"{query.dtype}, {key.dtype} and {value.dtype}")
+    for label, t in tensors:
         if t.ndim < 2:
             raise ShapeError(f"{_OP}: {label} must have at least 2 dims (..., length, "
                                f"features), got shape {t.shape}")
-    if not query.dtype == key.dtype == value.dtype:
-        raise DTypeError(f"{_OP}: query, key and value must share one dtype, got "
-                           f"{query.dtype}, {key.dtype} and {value.dtype}")
     if enable_gqa and query.ndim >= 3:
         H, Hkv = query.shape[-3], key.shape[-3]
         if query.shape[:-3] != key.shape[:-3] or key.shape[:-2] != value.shape[:-2]:

@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 from ..errors import ShapeError
+from ..kernels import FLOAT_DTYPES
 from ..ops.normalization import LayerNorm
 from ..tensor import Tensor, check_float, check_kernel_dtype
 from ..validation import check_number, check_same_dtype, is_int
@@ -72,9 +74,30 @@ def layer_norm(
     >>> ta.F.layer_norm(ta.tensor([[1.0, 3.0], [5.0, 5.0]]), 2, eps=1e-12).tolist()
     [[-1.0, 1.0], [0.0, 0.0]]
     """
-    shape = check_normalized("layer_norm", input, normalized_shape, weight=weight, bias=bias)
-    eps = positive_eps("layer_norm", eps)
-    check_kernel_dtype("layer_norm", input)
+    if _plain_call(input, normalized_shape, weight, bias, eps):  # what a LayerNorm module passes
+        shape = normalized_shape
+    else:  # everything checked, and the first thing wrong named
+        shape = check_normalized("layer_norm", input, normalized_shape, weight=weight,
+                                 bias=bias)
+        eps = positive_eps("layer_norm", eps)
+        check_kernel_dtype("layer_norm", input)
     params = [param for param in (weight, bias) if param is not None]
     return LayerNorm.apply(input, *params, normalized_shape=shape, eps=eps,
                            has_weight=weight is not None, has_bias=bias is not None)
+
+
+def _plain_call(input: Tensor, normalized_shape: object, weight: Tensor | None,
+                bias: Tensor | None, eps: object) -> bool:
+    """Whether the arguments of :func:`layer_norm` pass its checks as they are, found in a few
+    comparisons: a float32 or float64 ``input`` ending in ``normalized_shape``, a tuple of ints;
+    ``weight`` and ``bias`` None or tensors of that shape and dtype; ``eps`` a float in
+    ``(0, inf)``. False sends the call through the full checks."""
+    if not (isinstance(input, Tensor) and type(normalized_shape) is tuple and
+            type(eps) is float and 0.0 < eps < math.inf and input.dtype in FLOAT_DTYPES):
+        return False
+    n = len(normalized_shape)
+    if not n or input.shape[input.ndim - n:] != normalized_shape or \
+            any(type(d) is not int for d in normalized_shape):
+        return False
+    return all(p is None or (isinstance(p, Tensor) and p.dtype == input.dtype and
+                             p.shape == normalized_shape) for p in (weight, bias))

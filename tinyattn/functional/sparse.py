@@ -68,8 +68,8 @@ def embedding(input: Tensor, weight: Tensor, padding_idx: int | None = None,
                            f"embedding_dim), got {weight.shape}")
     indices = _indices("embedding", input)
     num_embeddings = weight.shape[0]
-    bad = (indices < 0) | (indices >= num_embeddings)
-    if bad.any():
+    if indices.size and (indices.min() < 0 or indices.max() >= num_embeddings):
+        bad = (indices < 0) | (indices >= num_embeddings)
         raise IndexError(f"embedding: index {int(indices[bad][0])} is out of range for a table "
                          f"of {num_embeddings} embeddings (expected 0 <= index < "
                          f"{num_embeddings})")

@@ -23,6 +23,14 @@ from .parallel import chunk_bounds, row_chunks, run_tasks
 # Columns per block of the backward scatter: 16 float32 = one 64-byte cache line.
 _COLUMN_BLOCK = 16
 
+# Outputs (forward) and gradients (backward) of fewer elements than these run serially, where
+# waking the second thread costs more than it saves. On the AMD EPYC of benchmarks/README.md
+# (``bench_thresholds.py``, three runs, 2 threads, float32 rows of 128), two threads took
+# 1.06–1.32× the serial time of the gather up to 32768 elements and 0.88–0.93× at 98304; and
+# of the scatter-add 1.10–1.28× up to 8192, 0.96–1.00× at 16384, 0.78–0.80× at 32768.
+_FORWARD_PARALLEL_MIN_ELEMENTS = 65536
+_BACKWARD_PARALLEL_MIN_ELEMENTS = 16384
+
 
 @compiled_only(error_model="numpy")
 def _embedding_forward_chunk(weight, flat_indices, out, n_chunks, chunk):
@@ -52,10 +60,11 @@ def _embedding_backward_block(grad, flat_indices, padding_idx, dweight, block):
 def _row_indices(indices: np.ndarray, num_embeddings: int) -> np.ndarray:
     """``indices`` flattened to a contiguous int64 array, once each is known to name a row:
     the kernels read and write ``weight[index]`` unchecked."""
-    assert np.issubdtype(indices.dtype, np.integer), indices.dtype
-    assert ((indices >= 0) & (indices < num_embeddings)).all(), (
+    assert indices.dtype.kind in "iu", indices.dtype
+    flat = np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    assert not flat.size or (flat.min() >= 0 and flat.max() < num_embeddings), (
         f"index out of range for {num_embeddings} embeddings")
-    return np.ascontiguousarray(indices, dtype=np.int64).reshape(-1)
+    return flat
 
 
 def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
@@ -79,9 +88,10 @@ def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
         f"float32 or float64 (num_embeddings, D) expected, got {weight.dtype} {weight.shape}")
     flat = _row_indices(indices, weight.shape[0])
     out = np.empty((flat.size, weight.shape[1]), dtype=weight.dtype)
-    n_chunks = row_chunks(flat.size, parallel=True)
+    parallel = out.size >= _FORWARD_PARALLEL_MIN_ELEMENTS
+    n_chunks = row_chunks(flat.size, parallel)
     run_tasks(_embedding_forward_chunk, n_chunks, np.ascontiguousarray(weight), flat, out,
-              n_chunks, parallel=True)
+              n_chunks, parallel=parallel)
     return out.reshape(indices.shape + (weight.shape[1],))
 
 
@@ -112,7 +122,8 @@ def embedding_backward(
     dweight = np.zeros((num_embeddings, n_cols), dtype=grad.dtype)
     run_tasks(_embedding_backward_block, -(-n_cols // _COLUMN_BLOCK),
               np.ascontiguousarray(grad).reshape(flat.size, n_cols), flat,
-              -1 if padding_idx is None else int(padding_idx), dweight, parallel=True)
+              -1 if padding_idx is None else int(padding_idx), dweight,
+              parallel=grad.size >= _BACKWARD_PARALLEL_MIN_ELEMENTS)
     return dweight
 
 

@@ -9,12 +9,13 @@ and for an upstream gradient ``g`` of ``y``, with ``ĝ = g ⊙ w``::
 
     dx = rstd · (ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂)),   dw = Σ_rows g ⊙ x̂,   db = Σ_rows g
 
-The kernels run in parallel over rows. The row statistics accumulate in float64 whatever the
-input dtype, in vector lanes (:mod:`~tinyattn.kernels.reductions`); everything else is computed
-in the input dtype. ``dw``/``db`` are sums over rows: the rows are split into a fixed number of
-chunks that depends only on ``N`` (never on the number of threads), each chunk sums its rows in
-order, and the partials are added in chunk order, so the result is bitwise the same run to run
-and for any thread count.
+The kernels run in parallel over rows (serially below ``_PARALLEL_MIN_ELEMENTS`` elements).
+The row statistics accumulate in float64 whatever the input dtype, in vector lanes
+(:mod:`~tinyattn.kernels.reductions`); everything else is computed in the input dtype.
+``dw``/``db`` are sums over rows: the rows are split into a fixed number of chunks that depends
+only on ``N`` (never on the number of threads or the path), each chunk sums its rows in order,
+and the partials are added in chunk order, so the result is bitwise the same run to run and for
+any thread count.
 """
 
 from __future__ import annotations
@@ -31,6 +32,13 @@ from .reductions import row_squared_deviations, row_sum
 # Upper bound on the number of row chunks whose partial dw/db sums are reduced in a fixed
 # order. It only needs to exceed the thread count of a laptop for good load balance.
 _MAX_ROW_CHUNKS = 32
+
+# Arrays of fewer elements run serially: waking the second thread costs more than it saves.
+# On the AMD EPYC of benchmarks/README.md (``bench_thresholds.py``, three runs, 2 threads,
+# float32 rows of 128) two threads took 1.06–1.32× the serial time forward and 0.99–1.73×
+# backward at 8192 elements (64 tokens of a small GPT), 0.93–1.28× at 16384, and 0.78–0.94×
+# forward, 0.81–1.08× backward at 32768; 0.63–0.81× at 98304 (a training batch of 768 tokens).
+_PARALLEL_MIN_ELEMENTS = 32768
 
 
 @compiled_only(error_model="numpy")
@@ -142,10 +150,11 @@ def layer_norm_forward(
     y = aligned_empty_like(x)  # read row by row by the next product
     mean = np.empty(n_rows, dtype=x.dtype)
     rstd = np.empty(n_rows, dtype=x.dtype)
-    n_chunks = row_chunks(n_rows, parallel=True)
+    parallel = x.size >= _PARALLEL_MIN_ELEMENTS
+    n_chunks = row_chunks(n_rows, parallel)
     run_tasks(_layer_norm_forward_chunk, n_chunks, np.ascontiguousarray(x),
               np.ascontiguousarray(weight), np.ascontiguousarray(bias), float(eps), y, mean,
-              rstd, n_chunks, parallel=True)
+              rstd, n_chunks, parallel=parallel)
     return y, mean, rstd
 
 
@@ -186,7 +195,7 @@ def layer_norm_backward(
     run_tasks(_layer_norm_backward_chunk, n_chunks, np.ascontiguousarray(grad),
               np.ascontiguousarray(x), np.ascontiguousarray(weight), np.ascontiguousarray(mean),
               np.ascontiguousarray(rstd), n_chunks, dx, row_means, dweight_parts, dbias_parts,
-              parallel=True)
+              parallel=x.size >= _PARALLEL_MIN_ELEMENTS)
     if not has_weight:
         return dx, None, None
     # Summing over axis 0 adds the chunk partials one after another in chunk order, so the

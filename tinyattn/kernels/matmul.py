@@ -120,13 +120,15 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   the first tile column over each tile row adds each k-block of its rows of A to the sums,
   in float64 and in order of ``p``, just before its tiles read them (:func:`_add_row_sums`):
   one chain per row, the same bits for any thread count or split.
-* **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, or any product when
-  ``NUMBA_DISABLE_JIT=1`` turns the intrinsics off) skip the tile and threads:
-  :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
-* **Fewer rows than the tile** (``M < MR``: one token decoded with a KV cache) go to
-  :mod:`.matvec`, which reads B once, in place, whatever its layout: a transposed weight
-  copied for one row of A cost a pass over all of it per token (a GPT-2 of 124M parameters
-  decoded a token in 0.45 s that way, in 0.03 s now: ``benchmarks/README.md``, W5).
+* **Tiny products** (under ``_TINY_MACS`` multiply-adds in all, with at least ``MR`` rows;
+  or any product when ``NUMBA_DISABLE_JIT=1`` turns the intrinsics off) skip the tile and
+  threads: :func:`_gemm_small` is a serial i-k-j loop whose inner loop over ``j`` vectorises.
+* **Fewer rows than the tile** (``M < MR``: one token decoded with a KV cache, the last
+  position's logits when sampling), of any size, go to :mod:`.matvec`, which reads B once, in
+  place, whatever its layout: a transposed weight copied for one row of A cost a pass over all
+  of it per token (a GPT-2 of 124M parameters decoded a token in 0.45 s that way, in 0.03 s
+  now: ``benchmarks/README.md``, W5; a 128 × 128 ``Linear`` on one row, small enough to count
+  as tiny, took 17 µs with the copy, and 6 µs in place).
 * **Compile cost.** Each kernel has one specialisation per dtype: A and B reach
   :func:`_gemm_block` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
   tile is inlined into it. :func:`_gemm_block` and :func:`_pack_panel` are task functions,
@@ -311,16 +313,15 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
     out = aligned_empty((a_index.size, m, n), a.dtype)
-    tiny = a_index.size * m * n * k < _TINY_MACS or config.DISABLE_JIT
     with kernel_section:
-        if not tiny and m >= MR:  # the tile, which sums A's rows on the way
-            _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
-            return out.reshape(batch + (m, n))
-        if tiny:
+        if config.DISABLE_JIT or (m >= MR and a_index.size * m * n * k < _TINY_MACS):
             _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index,
                         out)
             if bias is not None:
                 out += bias
+        elif m >= MR:  # the tile, which sums A's rows on the way
+            _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
+            return out.reshape(batch + (m, n))
         else:  # too few rows for the tile: B read once, in place
             few_rows_product(a3, b3, a_index, b_index, out, bias)
     if row_sums is not None:
