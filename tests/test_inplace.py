@@ -65,6 +65,19 @@ def test_views_share_the_version_counter_of_their_base():
         y.sum().backward()
 
 
+def test_a_reshape_that_copies_keeps_a_version_counter_of_its_own():
+    x = ta.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]], requires_grad=True)
+    base = x * 1.0
+    saved = base * base  # saves base
+    copied = base.T.reshape(6)  # not viewable: numpy copies
+    assert not np.shares_memory(copied.numpy(), base.numpy())
+    copied.add_(1.0)  # changes the copy only, as in PyTorch
+    assert copied._version is not base._version
+    saved.sum().backward()  # base was not modified: the backward runs
+    np.testing.assert_allclose(x.grad.numpy(), 2 * x.numpy())
+    np.testing.assert_allclose(base.numpy(), x.numpy())
+
+
 def test_setitem_records_the_write_and_routes_gradients():
     w = ta.tensor([2.0, 3.0], requires_grad=True)
     x = ta.zeros(3)

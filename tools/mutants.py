@@ -264,6 +264,25 @@ MUTANTS: list[Mutant] = [
            "return grad - y * grad.sum(ctx.dim, keepdim=True), None",
            "log_softmax's rule uses the log-probabilities where the probabilities belong",
            FAST, HIGHER),
+    mutant("layer-norm-plain-call-weight-shape", "tinyattn/functional/normalization.py",
+           "p.dtype == input.dtype and\n                             p.shape == normalized_shape)",
+           "p.dtype == input.dtype)",
+           "layer_norm's quick check of a plain call takes a weight of the wrong shape: it "
+           "reaches the op and fails there without naming what was wrong",
+           "tests/test_errors_layers.py"),
+    mutant("linear-plain-call-in-features", "tinyattn/functional/linear.py",
+           "and input.ndim and input.shape[-1] == weight.shape[1]:",
+           "and input.ndim:",
+           "linear's quick check of a plain call takes an input whose last dim is not the "
+           "weight's in_features: it reaches the kernel and fails there without naming what was "
+           "wrong",
+           "tests/test_errors_layers.py"),
+    mutant("sdpa-plain-call-half", "tinyattn/functional/attention.py",
+           "and query.dtype == key.dtype == value.dtype and query.dtype in FLOAT_DTYPES):",
+           "and query.dtype == key.dtype == value.dtype):",
+           "scaled_dot_product_attention's quick check takes float16 tensors, which the fused "
+           "kernel does not take: they fail inside it instead of with an error naming the dtype",
+           "tests/test_cpu_standins.py"),
     mutant("layer-norm-rule-ghat-mean", "tinyattn/ops/normalization.py",
            "dx = (g_hat - g_hat.mean(dims, keepdim=True)",
            "dx = (g_hat - grad.mean(dims, keepdim=True)",
@@ -896,6 +915,12 @@ MUTANTS: list[Mutant] = [
            "self.grad_fn.retain(0, self)",
            "retain_grad on the second output of an op retains the first output's gradient",
            AUTOGRAD, "tests/test_tensor.py", HIGHER),
+    mutant("view-version-shared-with-a-copy", "tinyattn/autograd/function.py",
+           "if held is array or held is array.base or memory_owner(held) is memory_owner(array):",
+           "if held is not None:",
+           "the output of a view op that numpy had to copy shares its input's version counter: "
+           "an in-place change of the copy is taken for a change of the input",
+           "tests/test_inplace.py", AUTOGRAD),
     mutant("engine-version-not-bumped", "tinyattn/tensor.py",
            "        self._data[...] = result._data\n        self._version.value += 1\n",
            "        self._data[...] = result._data\n",

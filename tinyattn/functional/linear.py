@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from ..errors import DTypeError, ShapeError
+from ..kernels import FLOAT_DTYPES
 from ..ops.linear import Linear
 from ..tensor import Tensor, check_kernel_dtype, check_tensor
 from ..validation import check_same_dtype
@@ -30,6 +31,15 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     >>> ta.F.linear(x, w, ta.tensor([0.5])).tolist()
     [[6.5], [6.5]]
     """
+    if isinstance(input, Tensor) and isinstance(weight, Tensor) and \
+            input.dtype == weight.dtype and input.dtype in FLOAT_DTYPES and weight.ndim == 2 \
+            and input.ndim and input.shape[-1] == weight.shape[1]:  # what a Linear passes
+        if bias is None:
+            return Linear.apply(input, weight)
+        if isinstance(bias, Tensor) and bias.dtype == input.dtype and \
+                bias.shape == (weight.shape[0],):
+            return Linear.apply(input, weight, bias)
+    # everything checked, and the first thing wrong named
     for label, value in (("input", input), ("weight", weight), ("bias", bias)):
         if value is not None:
             check_tensor("linear", label, value)

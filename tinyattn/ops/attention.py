@@ -107,6 +107,8 @@ def _four_dims(q: np.ndarray, k: np.ndarray,
                v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``q, k, v`` as the kernels' ``(B, H, T, D)``, ``(B, Hkv, S, D)``, ``(B, Hkv, S, Dv)``
     (views where the layout allows; the leading dims before the heads are flattened)."""
+    if q.ndim == k.ndim == v.ndim == 4:  # (B, H, ·, ·) already, as a model passes them
+        return q, k, v
     B, H = heads_layout(q.shape[:-2])
     Hkv = k.shape[-3] if k.ndim > 2 else 1
     return (q.reshape(B, H, *q.shape[-2:]), k.reshape(B, Hkv, *k.shape[-2:]),
