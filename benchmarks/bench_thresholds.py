@@ -52,9 +52,8 @@ def _threshold(kernel: str):
     """The module of ``kernel`` and the name of its threshold."""
     from tinyattn.kernels import attention, embedding, gelu, layer_norm
 
-    if kernel.startswith("embedding"):
-        return embedding, f"_{kernel.split()[1].upper()}_PARALLEL_MIN_ELEMENTS"
     return {"attention": (attention, "_PARALLEL_MIN_WORK"),
+            "embedding": (embedding, "_PARALLEL_MIN_ELEMENTS"),
             "GELU": (gelu, "_PARALLEL_MIN_ELEMENTS"),
             "LayerNorm": (layer_norm, "_PARALLEL_MIN_ELEMENTS")}[kernel.split()[0]]
 

@@ -46,7 +46,7 @@ def all_parallel() -> None:
     adamw._PARALLEL_MIN_SIZE = 0
     attention._PARALLEL_MIN_WORK = 0
     dropout._PARALLEL_MIN = 0
-    embedding._FORWARD_PARALLEL_MIN_ELEMENTS = embedding._BACKWARD_PARALLEL_MIN_ELEMENTS = 0
+    embedding._PARALLEL_MIN_ELEMENTS = 0
     gelu._PARALLEL_MIN_ELEMENTS = 0
     layer_norm._PARALLEL_MIN_ELEMENTS = 0
     matmul._TINY_MACS = 0

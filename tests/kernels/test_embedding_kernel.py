@@ -89,11 +89,8 @@ def test_serial_and_parallel_paths_agree_bitwise(dtype, monkeypatch):
     grad = rng.standard_normal((9, 13, 40)).astype(dtype)
     runs = []
     for parallel in (False, True):
-        # the sizes at which the kernels go parallel: these arrays in both paths
-        monkeypatch.setattr(embedding_module, "_FORWARD_PARALLEL_MIN_ELEMENTS",
-                            grad.size + (not parallel))
-        monkeypatch.setattr(embedding_module, "_BACKWARD_PARALLEL_MIN_ELEMENTS",
-                            grad.size + (not parallel))
+        # the size at which the kernels go parallel: these arrays in both paths
+        monkeypatch.setattr(embedding_module, "_PARALLEL_MIN_ELEMENTS", grad.size + (not parallel))
         runs.append((embedding_forward(weight, indices),
                      embedding_backward(grad, indices, 7, 2)))
     for got, want in zip(runs[1], runs[0], strict=True):

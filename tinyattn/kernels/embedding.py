@@ -23,13 +23,13 @@ from .parallel import chunk_bounds, row_chunks, run_tasks
 # Columns per block of the backward scatter: 16 float32 = one 64-byte cache line.
 _COLUMN_BLOCK = 16
 
-# Outputs (forward) and gradients (backward) of fewer elements than these run serially, where
-# waking the second thread costs more than it saves. On the AMD EPYC of benchmarks/README.md
-# (``bench_thresholds.py``, three runs, 2 threads, float32 rows of 128), two threads took
-# 1.06–1.32× the serial time of the gather up to 32768 elements and 0.88–0.93× at 98304; and
-# of the scatter-add 1.10–1.28× up to 8192, 0.96–1.00× at 16384, 0.78–0.80× at 32768.
-_FORWARD_PARALLEL_MIN_ELEMENTS = 65536
-_BACKWARD_PARALLEL_MIN_ELEMENTS = 16384
+# Outputs (forward) and gradients (backward) of fewer elements run serially, where waking the
+# second thread costs more than it saves. On the AMD EPYC of benchmarks/README.md
+# (``bench_thresholds.py``, six runs, 2 threads, float32 rows of 128), two threads took
+# 1.06–1.62× the serial time of the gather up to 32768 elements, and 0.84–1.01× at 98304 (a
+# training batch of 768 tokens); of the scatter-add 1.10–2.27× up to 8192 elements, 0.96–1.87×
+# at 16384, 0.78–1.56× at 32768 (faster in four runs of the six), 0.63–0.97× at 98304.
+_PARALLEL_MIN_ELEMENTS = 65536
 
 
 @compiled_only(error_model="numpy")
@@ -88,7 +88,7 @@ def embedding_forward(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
         f"float32 or float64 (num_embeddings, D) expected, got {weight.dtype} {weight.shape}")
     flat = _row_indices(indices, weight.shape[0])
     out = np.empty((flat.size, weight.shape[1]), dtype=weight.dtype)
-    parallel = out.size >= _FORWARD_PARALLEL_MIN_ELEMENTS
+    parallel = out.size >= _PARALLEL_MIN_ELEMENTS
     n_chunks = row_chunks(flat.size, parallel)
     run_tasks(_embedding_forward_chunk, n_chunks, np.ascontiguousarray(weight), flat, out,
               n_chunks, parallel=parallel)
@@ -123,7 +123,7 @@ def embedding_backward(
     run_tasks(_embedding_backward_block, -(-n_cols // _COLUMN_BLOCK),
               np.ascontiguousarray(grad).reshape(flat.size, n_cols), flat,
               -1 if padding_idx is None else int(padding_idx), dweight,
-              parallel=grad.size >= _BACKWARD_PARALLEL_MIN_ELEMENTS)
+              parallel=grad.size >= _PARALLEL_MIN_ELEMENTS)
     return dweight
 
 

@@ -34,10 +34,10 @@ from .reductions import row_squared_deviations, row_sum
 _MAX_ROW_CHUNKS = 32
 
 # Arrays of fewer elements run serially: waking the second thread costs more than it saves.
-# On the AMD EPYC of benchmarks/README.md (``bench_thresholds.py``, three runs, 2 threads,
-# float32 rows of 128) two threads took 1.06–1.32× the serial time forward and 0.99–1.73×
-# backward at 8192 elements (64 tokens of a small GPT), 0.93–1.28× at 16384, and 0.78–0.94×
-# forward, 0.81–1.08× backward at 32768; 0.63–0.81× at 98304 (a training batch of 768 tokens).
+# On the AMD EPYC of benchmarks/README.md (``bench_thresholds.py``, four runs, 2 threads,
+# float32 rows of 128) two threads took 1.09–1.32× the serial time forward and 0.99–1.73×
+# backward up to 8192 elements (64 tokens of a small GPT), 0.93–1.20× and 0.91–1.28× at 16384,
+# 0.78–0.94× and 0.81–1.08× at 32768, 0.62–0.86× at 98304 (a training batch of 768 tokens).
 _PARALLEL_MIN_ELEMENTS = 32768
 
 
