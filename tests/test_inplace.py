@@ -78,6 +78,15 @@ def test_a_reshape_that_copies_keeps_a_version_counter_of_its_own():
     np.testing.assert_allclose(base.numpy(), x.numpy())
 
 
+def test_a_number_written_through_a_mask_into_a_graph_is_recorded():
+    x = ta.tensor([1.0, -2.0, 3.0, -0.5], requires_grad=True)
+    y = x * 2.0
+    y[y < 0] = 0.0  # a ReLU written by hand: the masked positions pass no gradient
+    (y * 3.0).sum().backward()
+    assert y.tolist() == [2.0, 0.0, 6.0, 0.0]
+    assert x.grad.tolist() == [6.0, 0.0, 6.0, 0.0]  # d/dx 3 · 2x = 6 where kept, else 0
+
+
 def test_setitem_records_the_write_and_routes_gradients():
     w = ta.tensor([2.0, 3.0], requires_grad=True)
     x = ta.zeros(3)

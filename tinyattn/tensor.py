@@ -440,6 +440,14 @@ class Tensor(TensorMethods):
 
     def __setitem__(self, index: Any, value: Any) -> None:
         self._check_inplace("__setitem__")
+        if type(value) in (float, int) and self.grad_fn is None and not self._requires_grad \
+                and self._data.dtype.kind == "f" and isinstance(index, Tensor) and \
+                index.dtype == np.bool_ and index.shape == self.shape:
+            # a number written where a mask of this shape is True, nothing to record (top-k
+            # sampling's ``logits[logits < v[:, [-1]]] = -inf``): straight into the memory
+            self._data[index._data] = value
+            self._version.value += 1
+            return
         self._assign(_ops.setitem(self, index, value), "__setitem__")
 
     # ---- comparison with None ---------------------------------------------------------------

@@ -921,6 +921,19 @@ MUTANTS: list[Mutant] = [
            "the output of a view op that numpy had to copy shares its input's version counter: "
            "an in-place change of the copy is taken for a change of the input",
            "tests/test_inplace.py", AUTOGRAD),
+    mutant("setitem-quick-path-in-a-graph", "tinyattn/tensor.py",
+           "if type(value) in (float, int) and self.grad_fn is None and not self._requires_grad \\",
+           "if type(value) in (float, int) \\",
+           "a number written through a boolean mask into a tensor of a graph goes straight into "
+           "its memory, unrecorded: the masked positions still pass gradient back",
+           "tests/test_inplace.py", AUTOGRAD),
+    mutant("cat-plain-call-mixed-dtypes", "tinyattn/ops/index.py",
+           "if not (isinstance(t, Tensor) and t.dtype == dtype and len(t.shape) == len(shape)",
+           "if not (isinstance(t, Tensor) and len(t.shape) == len(shape)",
+           "cat's quick check takes tensors of different dtypes: numpy promotes them by its own "
+           "rules (int64 with float32 gives float64, PyTorch float32)",
+           "tests/test_torch_corners.py", "tests/test_ops_indexing_sorting.py",
+           "tests/test_tensor.py"),
     mutant("engine-version-not-bumped", "tinyattn/tensor.py",
            "        self._data[...] = result._data\n        self._version.value += 1\n",
            "        self._data[...] = result._data\n",

@@ -23,9 +23,12 @@ def _comparison(op: str, ufunc: np.ufunc, symbol: str) -> Callable[[Any, Any], T
     """The public comparison ``op``: ``ufunc`` on the promoted, broadcast operands."""
 
     def compare(input: Any, other: Any) -> Tensor:
-        a, b = operands(op, input, other)
+        if type(input) is Tensor and type(other) is Tensor and input.dtype == other.dtype:
+            a, b = input, other  # already of one dtype
+        else:
+            a, b = operands(op, input, other)
         broadcast_shapes(op, a.shape, b.shape)
-        return Tensor(np.asarray(ufunc(a.numpy(), b.numpy())))
+        return from_numpy(np.asarray(ufunc(a.numpy(), b.numpy())))
 
     compare.__name__ = compare.__qualname__ = op
     compare.__doc__ = f"Elementwise ``input {symbol} other``."

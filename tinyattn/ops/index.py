@@ -567,6 +567,8 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
     The dtypes are promoted as PyTorch does; 1-D empty tensors are skipped.
     """
     tensors = [t for t in tensors]
+    if tensors and type(dim) is int and _plain_cat(tensors, dim):
+        return Cat.apply(*tensors, dim=dim % tensors[0].ndim)
     for i, t in enumerate(tensors):
         check_tensor("cat", f"tensors[{i}]", t)
     if not tensors:
@@ -588,6 +590,22 @@ def cat(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
                 f"{first.shape} outside dim {axis}"
             )
     return Cat.apply(*(to_dtype(t, dtype) for t in tensors), dim=axis)
+
+
+def _plain_cat(tensors: list, dim: int) -> bool:
+    """Whether :func:`cat` can take ``tensors`` as they are, found in a few comparisons:
+    tensors of one dtype and of the first's shape outside ``dim``, an int ``dim`` in range, none
+    of them an empty vector. False sends the call through the full checks."""
+    first = tensors[0]
+    if not isinstance(first, Tensor) or not -first.ndim <= dim < first.ndim:
+        return False
+    dtype, shape, axis = first.dtype, first.shape, dim % first.ndim
+    for t in tensors:
+        if not (isinstance(t, Tensor) and t.dtype == dtype and len(t.shape) == len(shape) and
+                t.shape[:axis] == shape[:axis] and t.shape[axis + 1:] == shape[axis + 1:]) \
+                or t.shape == (0,):
+            return False
+    return True
 
 
 def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
