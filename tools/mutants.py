@@ -927,6 +927,12 @@ MUTANTS: list[Mutant] = [
            "a number written through a boolean mask into a tensor of a graph goes straight into "
            "its memory, unrecorded: the masked positions still pass gradient back",
            "tests/test_inplace.py", AUTOGRAD),
+    mutant("topk-first-of-the-reversed-order", "tinyattn/ops/index.py",
+           "last = order[(slice(None),) * axis + (slice(size - first, size),)]",
+           "last = order[(slice(None),) * axis + (slice(0, first),)]",
+           "topk's largest entries are taken from the wrong end of the order of the reversed "
+           "row: the smallest come back, reversed",
+           "tests/test_torch_surface.py", "tests/test_ops_indexing_sorting.py"),
     mutant("cat-plain-call-mixed-dtypes", "tinyattn/ops/index.py",
            "if not (isinstance(t, Tensor) and t.dtype == dtype and len(t.shape) == len(shape)",
            "if not (isinstance(t, Tensor) and len(t.shape) == len(shape)",

@@ -478,14 +478,19 @@ class Sort(Function):
         return f"scatter(0, {node.dim}, indices, {g})"
 
 
-def _sort_order(array: np.ndarray, axis: int, descending: bool) -> np.ndarray:
+def _sort_order(array: np.ndarray, axis: int, descending: bool,
+                first: int | None = None) -> np.ndarray:
     """The int64 indices that sort ``array`` along ``axis``, stably (equal elements keep their
-    order; NaN sorts as the largest, as in PyTorch)."""
+    order; NaN sorts as the largest, as in PyTorch): all of them, or the ``first`` ones."""
+    size = array.shape[axis]
+    first = size if first is None else first
     if not descending:
-        return np.argsort(array, axis=axis, kind="stable").astype(np.int64, copy=False)
+        order = np.argsort(array, axis=axis, kind="stable")
+        return order[(slice(None),) * axis + (slice(0, first),)].astype(np.int64)
     # ascending on the reversed array, then reversed: descending with ties in original order
     order = np.argsort(np.flip(array, axis), axis=axis, kind="stable")
-    return np.flip(array.shape[axis] - 1 - order, axis).astype(np.int64)
+    last = order[(slice(None),) * axis + (slice(size - first, size),)]
+    return (size - 1 - np.flip(last, axis)).astype(np.int64)
 
 
 def getitem(input: Tensor, index: Any) -> Tensor:
@@ -643,8 +648,8 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
         raise ShapeError(f"topk: k ({k}) is larger than the size {size} of dim {dim}")
     if input.ndim == 0:
         return TopK(input, Tensor(np.zeros((), np.int64)))
-    order = _sort_order(input.numpy(), axis, bool(largest))  # NaN as the largest, as PyTorch
-    indices = from_numpy(np.ascontiguousarray(order[(slice(None),) * axis + (slice(0, k),)]))
+    # NaN as the largest, as PyTorch
+    indices = from_numpy(_sort_order(input.numpy(), axis, bool(largest), k))
     return TopK(_take(input, axis, indices), indices)
 
 
