@@ -127,8 +127,8 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   position's logits when sampling), of any size, go to :mod:`.matvec`, which reads B once, in
   place, whatever its layout: a transposed weight copied for one row of A cost a pass over all
   of it per token (a GPT-2 of 124M parameters decoded a token in 0.45 s that way, in 0.03 s
-  now: ``benchmarks/README.md``, W5; a 128 × 128 ``Linear`` on one row, small enough to count
-  as tiny, took 17 µs with the copy, and 6 µs in place).
+  now: ``benchmarks/README.md``, W5; :func:`matmul` for a 128 × 128 ``Linear`` on one row,
+  small enough to count as tiny, took 18 µs with the copy and 10 µs in place, ``timeit``).
 * **Compile cost.** Each kernel has one specialisation per dtype: A and B reach
   :func:`_gemm_block` as C-contiguous stacks (transposed or not, said by a runtime flag), and the
   tile is inlined into it. :func:`_gemm_block` and :func:`_pack_panel` are task functions,
