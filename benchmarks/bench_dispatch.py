@@ -118,10 +118,15 @@ def main() -> None:
         child(args.child, args.calls)
         return
 
-    from timing import alternating_rounds, load_average, machine_header, prepend_section
+    from timing import (
+        alternating_rounds,
+        load_average,
+        machine_header,
+        prepend_section,
+        tinyattn_trees,
+    )
 
-    trees = {"tinyattn": None} if not args.trees else \
-        {f"tinyattn ({tree})": os.path.abspath(tree) for tree in args.trees}
+    trees = tinyattn_trees(args.trees)
     sides = [*trees, "torch"]
     load_before = load_average()
     runs = alternating_rounds(sides, args.rounds,

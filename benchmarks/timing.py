@@ -38,6 +38,14 @@ def alternating_rounds(sides: Sequence[str], rounds: int,
     return results
 
 
+def tinyattn_trees(trees: Sequence[str] | None) -> dict[str, str | None]:
+    """The tinyattn sides of a benchmark, each label with the source tree its children import
+    first: one side of the installed tinyattn (None), or one per tree given to ``--trees``."""
+    if not trees:
+        return {"tinyattn": None}
+    return {f"tinyattn ({tree})": os.path.abspath(tree) for tree in trees}
+
+
 def call_seconds(run: Callable[[], Any], calls: int) -> list[float]:
     """Call ``run()`` ``calls`` times; its wall time in seconds, call by call.
 
