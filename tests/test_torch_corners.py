@@ -149,10 +149,10 @@ def test_T_of_a_matrix_does_not_warn_and_mT_of_a_vector_is_refused():
 def test_cat_promotes_mixed_dtypes_as_pytorch():
     results = []
     for m in MODULES:
-        ints, halves = m.tensor([[1, 2]]), m.tensor([[0.5]], dtype=m.float32)
+        ints, singles = m.tensor([[1, 2]]), m.tensor([[0.5]], dtype=m.float32)
         doubles = m.tensor([[0.25]], dtype=m.float64)
         results.append([(_dtype(out), _np(out).tolist()) for out in (
-            m.cat([ints, halves], 1), m.cat([halves, doubles], 1), m.cat([ints, ints], 0))])
+            m.cat([ints, singles], 1), m.cat([singles, doubles], 1), m.cat([ints, ints], 0))])
     assert results[0] == results[1]
     assert results[0][0][0].endswith("float32")
 
