@@ -56,21 +56,18 @@ def _isolated_cases(torch, tokens: int):
     qkv = torch.randn(1, T, 3 * C)
     q = x.view(1, T, HEADS, C // HEADS).transpose(1, 2)
     heads = F.scaled_dot_product_attention(q, q, q, is_causal=True)
-    modules = {"embedding": nn.Embedding(VOCAB, C), "layernorm": nn.LayerNorm(C, bias=False),
-               "linear 128→384": nn.Linear(C, 3 * C, bias=False),
-               "linear 128→128": nn.Linear(C, C, bias=False),
-               "linear 128→512": nn.Linear(C, 4 * C, bias=False),
-               "linear 512→128": nn.Linear(4 * C, C, bias=False),
-               "lm_head on the last token": nn.Linear(C, VOCAB, bias=False)}
-    last = x[:, [-1], :]
+    embedding, layernorm = nn.Embedding(VOCAB, C), nn.LayerNorm(C, bias=False)
+    qkv_proj, out_proj = nn.Linear(C, 3 * C, bias=False), nn.Linear(C, C, bias=False)
+    up, down = nn.Linear(C, 4 * C, bias=False), nn.Linear(4 * C, C, bias=False)
+    lm_head, last = nn.Linear(C, VOCAB, bias=False), x[:, [-1], :]
     return [
-        ("embedding", lambda: modules["embedding"](idx)),
-        ("layernorm", lambda: modules["layernorm"](x)),
-        ("linear 128→384", lambda: modules["linear 128→384"](x)),
-        ("linear 128→128", lambda: modules["linear 128→128"](x)),
-        ("linear 128→512", lambda: modules["linear 128→512"](x)),
-        ("linear 512→128", lambda: modules["linear 512→128"](wide)),
-        ("lm_head on the last token", lambda: modules["lm_head on the last token"](last)),
+        ("embedding", lambda: embedding(idx)),
+        ("layernorm", lambda: layernorm(x)),
+        ("linear 128→384", lambda: qkv_proj(x)),
+        ("linear 128→128", lambda: out_proj(x)),
+        ("linear 128→512", lambda: up(x)),
+        ("linear 512→128", lambda: down(wide)),
+        ("lm_head on the last token", lambda: lm_head(last)),
         ("split", lambda: qkv.split(C, dim=2)),
         ("view", lambda: x.view(1, T, HEADS, C // HEADS)),
         ("transpose", lambda: q.transpose(1, 2)),
@@ -191,16 +188,10 @@ def run_child(side: str, args: argparse.Namespace, tree: str | None) -> dict:
     argv = [sys.executable, *runner, Path(__file__).resolve(), "--child",
             "torch" if side == "torch" else "tinyattn", "--calls", args.calls, "--steps",
             args.steps, "--threads", args.threads]
-    saved = os.environ.get("PYTHONPATH")
+    env = dict(os.environ)
     if tree is not None:
-        os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, saved]))
-    try:
-        return run_json_child(argv, f"bench_calls {side}")
-    finally:
-        if saved is None:
-            os.environ.pop("PYTHONPATH", None)
-        else:
-            os.environ["PYTHONPATH"] = saved
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
+    return run_json_child(argv, f"bench_calls {side}", env)
 
 
 def _table(runs: dict, sides: list[str], part: str, keys: list[str]) -> list[str]:

@@ -95,18 +95,19 @@ def keep_freed_memory() -> bool:
     return module.keep_freed_memory()
 
 
-def run_json_child(argv: Sequence[str], label: str) -> dict:
+def run_json_child(argv: Sequence[str], label: str, env: dict[str, str] | None = None) -> dict:
     """Run ``argv`` in a fresh process: the JSON object of its last line of output, with its
     wall time (``wall_s``) and its own peak resident memory in MB (``peak_rss_mb``).
 
     The child is reaped with ``wait4``, which returns that child's ``ru_maxrss``
     (``RUSAGE_CHILDREN`` would give the largest over every child so far). A failed child stops
-    the benchmark with its ``label`` and the end of its stderr.
+    the benchmark with its ``label`` and the end of its stderr. ``env``: the child's
+    environment (this process's when None).
     """
     argv = [str(arg) for arg in argv]
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         start = time.perf_counter()
-        pid = os.posix_spawn(argv[0], argv, os.environ, file_actions=[
+        pid = os.posix_spawn(argv[0], argv, os.environ if env is None else env, file_actions=[
             (os.POSIX_SPAWN_DUP2, out.fileno(), 1), (os.POSIX_SPAWN_DUP2, err.fileno(), 2)])
         _, status, usage = os.wait4(pid, 0)
         wall = time.perf_counter() - start

@@ -31,9 +31,17 @@ def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     itemsize = np.dtype(dtype).itemsize
     size = math.prod(shape)  # (np.prod costs microseconds on a tuple: it makes an array first)
     raw = np.empty(size + ALIGNMENT // itemsize, dtype)
-    address = ctypes.addressof(ctypes.c_char.from_buffer(raw))  # 0.2 µs; raw.ctypes.data 0.8
-    start = (-address % ALIGNMENT) // itemsize
+    start = (-data_address(raw) % ALIGNMENT) // itemsize
     return raw[start:start + size].reshape(shape)
+
+
+def data_address(x: np.ndarray) -> int:
+    """The address of ``x``'s first element: through ``ctypes`` for a writable C-contiguous
+    array (0.3 µs), through ``__array_interface__`` for any other (1.1 µs; ``x.ctypes.data``
+    takes 1.0)."""
+    if x.flags.c_contiguous and x.flags.writeable and x.size:
+        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+    return x.__array_interface__["data"][0]
 
 
 def aligned_empty_like(x: np.ndarray) -> np.ndarray:

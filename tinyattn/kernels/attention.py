@@ -100,12 +100,12 @@ message).
 
 from __future__ import annotations
 
-import ctypes
 import math
 
 import numpy as np
 
 from . import FLOAT_DTYPES
+from .aligned import data_address
 from .attention_reference import (  # noqa: F401  (the twins, also reachable from here)
     attention_backward_numpy,
     attention_forward_numpy,
@@ -584,7 +584,7 @@ def _token_rows(x: np.ndarray) -> tuple[np.ndarray, int] | None:
     if not isinstance(owner, np.ndarray) or not owner.flags.c_contiguous or \
             owner.dtype != x.dtype:
         return None
-    offset, rest = divmod(_address(x) - _address(owner), item)
+    offset, rest = divmod(data_address(x) - data_address(owner), item)
     # Any column c0 that keeps the rows inside the memory (0 <= offset − c0, offset − c0 +
     # B·L·P <= its size) and the heads inside a row (c0 + H·W <= P) reads the same values. The
     # column where x starts in a row of the memory is one (0, C or 2C above), unless the memory
@@ -597,14 +597,6 @@ def _token_rows(x: np.ndarray) -> tuple[np.ndarray, int] | None:
         return None
     start = offset - c0
     return owner.reshape(-1)[start : start + B * L * P].reshape(B, L, P), c0
-
-
-def _address(x: np.ndarray) -> int:
-    """The address of ``x``'s first element (0.3 µs through ``ctypes`` for a writable
-    C-contiguous array, 1 µs through ``__array_interface__`` for any other)."""
-    if x.flags.c_contiguous and x.flags.writeable and x.size:
-        return ctypes.addressof(ctypes.c_char.from_buffer(x))
-    return x.__array_interface__["data"][0]
 
 
 def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, window_size):

@@ -486,11 +486,12 @@ def _sort_order(array: np.ndarray, axis: int, descending: bool,
     first = size if first is None else first
     if not descending:
         order = np.argsort(array, axis=axis, kind="stable")
-        return order[(slice(None),) * axis + (slice(0, first),)].astype(np.int64)
+        return np.ascontiguousarray(order[(slice(None),) * axis + (slice(0, first),)],
+                                    dtype=np.int64)
     # ascending on the reversed array, then reversed: descending with ties in original order
     order = np.argsort(np.flip(array, axis), axis=axis, kind="stable")
     last = order[(slice(None),) * axis + (slice(size - first, size),)]
-    return (size - 1 - np.flip(last, axis)).astype(np.int64)
+    return np.ascontiguousarray(size - 1 - np.flip(last, axis), dtype=np.int64)
 
 
 def getitem(input: Tensor, index: Any) -> Tensor:
