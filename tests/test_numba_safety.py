@@ -317,12 +317,17 @@ def test_arguments_that_do_not_fit_the_task_function_fail_to_compile_instead_of_
 
 
 def test_an_error_raised_in_a_task_function_reaches_the_caller():
+    """From the first launch, which numba's dispatcher compiles, and from the later ones,
+    which call the compiled launcher's entry point (after a launch of no tasks)."""
     x = np.ones((3, 2))
-    with pytest.raises(IndexError):
-        run_tasks(_write_past_the_last_row, 3, x, np.empty_like(x), parallel=False)
-    # numba reports an error raised inside a parallel loop as a SystemError
-    with pytest.raises((IndexError, SystemError)):
-        run_tasks(_write_past_the_last_row, 3, x, np.empty_like(x), parallel=True)
+    for _ in range(2):
+        with pytest.raises(IndexError):
+            run_tasks(_write_past_the_last_row, 3, x, np.empty_like(x), parallel=False)
+        # numba reports an error raised inside a parallel loop as a SystemError
+        with pytest.raises((IndexError, SystemError)):
+            run_tasks(_write_past_the_last_row, 3, x, np.empty_like(x), parallel=True)
+        for parallel in (False, True):
+            run_tasks(_write_past_the_last_row, 0, x, np.empty_like(x), parallel=parallel)
 
 
 @pytest.mark.parametrize("size", [1, 5, 16384, 16385, 32769, 100_000])

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from kernel_helpers import numba_threads
 
 from tinyattn.kernels import matmul as matmul_module
+from tinyattn.kernels import parallel as parallel_module
 from tinyattn.kernels.cpu import DataCaches, VectorUnit
 from tinyattn.kernels.matmul import (
     MR,
@@ -33,6 +34,22 @@ from tinyattn.kernels.simd import TileShape
 ROOT = Path(__file__).resolve().parents[2]
 DTYPES = [np.float32, np.float64]
 REL_TOL = {np.float32: 1e-5, np.float64: 1e-12}
+
+
+@pytest.fixture(autouse=True)
+def fresh_tile_plans():
+    """A product's plan is worked out once per shape from the module's constants, which some
+    tests here patch: each test starts and ends with no plan kept."""
+    matmul_module._tile_plan.cache_clear()
+    yield
+    matmul_module._tile_plan.cache_clear()
+
+
+def replan(monkeypatch, **constants) -> None:
+    """Set constants of the matmul module for this test, and drop the plans made before."""
+    for name, value in constants.items():
+        monkeypatch.setattr(matmul_module, name, value)
+    matmul_module._tile_plan.cache_clear()
 
 
 def random(rng: np.random.Generator, shape: tuple[int, ...], dtype: type) -> np.ndarray:
@@ -120,8 +137,7 @@ def test_tiled_path_handles_every_edge_tile(dtype, monkeypatch):
 
     ``_TINY_MACS = 0`` sends even the smallest of them through the register tile.
     """
-    monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(64, 2))
+    replan(monkeypatch, _TINY_MACS=0, _blocking=lambda itemsize: Blocking(64, 2))
     nr = TILE.columns(np.dtype(dtype).itemsize)
     rng = np.random.default_rng(6)
     for m in (MR, MR + 1, 2 * MR - 1, 13 * MR + 5):
@@ -194,16 +210,42 @@ def test_results_do_not_depend_on_threads_or_blocking(dtype, monkeypatch):
         reference = matmul(a, b)
     with numba_threads(2):
         np.testing.assert_array_equal(matmul(a, b), reference)
-    monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 13)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1))
+    replan(monkeypatch, _TASKS_PER_THREAD=13, _blocking=lambda itemsize: Blocking(48, 1))
     np.testing.assert_array_equal(matmul(a, b), reference)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_a_plan_is_kept_per_layout_and_thread_count(dtype, monkeypatch):
+    """Products of one shape whose operands are laid out differently (each read in place or
+    through its transpose, B a whole number of tiles wide or not), one after the other in a
+    process and on one thread and two: each takes the plan of its own layout and thread
+    count, and gives numpy's product."""
+    rng = np.random.default_rng(12)
+    m, k = 8 * MR + 3, 70
+    for n in (2 * TILE.columns(np.dtype(dtype).itemsize), 50):
+        a = random(rng, (m, k), dtype)
+        b = random(rng, (k, n), dtype)
+        a_t, b_t = np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T
+        reference = matmul(a, b)
+        launches = _tile_launches(monkeypatch)
+        for threads in (1, 2, 1):
+            with numba_threads(threads):
+                for left, right in ((a, b), (a_t, b), (a, b_t), (a_t, b_t)):
+                    assert_matches_numpy(left, right)
+                    np.testing.assert_array_equal(matmul(left, right), reference)
+        # a_transposed as each launch's plan gave it: two launches per pair
+        assert [args[2] for args in launches] == [False, False, True, True] * 2 * 3
+
+
 def test_parallel_launches_run_inside_the_kernel_section(monkeypatch):
-    """Callers need not hold ``kernel_section``: packing and the product take it themselves."""
+    """Callers need not hold ``kernel_section``: packing and the product each take it, as
+    every parallel launch does (:func:`~tinyattn.kernels.parallel.run_tasks`), when it is a
+    lock."""
     events = []
 
     class Section:
+        locked = True
+
         def __enter__(self):
             events.append("enter")
 
@@ -222,19 +264,17 @@ def test_parallel_launches_run_inside_the_kernel_section(monkeypatch):
             return kernel(*args)
         return run
 
-    monkeypatch.setattr(matmul_module, "kernel_section", Section())
+    monkeypatch.setattr(parallel_module, "kernel_section", Section())
     monkeypatch.setattr(matmul_module, "run_tasks", recorded(matmul_module.run_tasks))
     monkeypatch.setattr(matmul_module, "_gemm_small", recorded_small(matmul_module._gemm_small))
     rng = np.random.default_rng(9)
     a, b_t = random(rng, (64, 70), np.float64), random(rng, (50, 70), np.float64)
-    assert_matches_numpy(a, b_t.T)
-    assert events == ["enter", "_pack_panel", "_gemm_block", "exit"]
-    events.clear()
-    assert_matches_numpy(a[:8, :3], b_t[:3, :3].T)  # tiny, and at least MR rows
-    assert events == ["enter", "_gemm_small", "exit"]
-    events.clear()
-    assert_matches_numpy(a[:2, :3], b_t[:3, :3].T)  # fewer rows than the tile: matvec's
-    assert events == ["enter", "exit"]
+    for _ in range(2):  # the first launch of a kernel, and the ones after it
+        assert_matches_numpy(a, b_t.T)
+        assert events == ["_pack_panel", "enter", "exit", "_gemm_block", "enter", "exit"]
+        events.clear()
+    assert_matches_numpy(a[:8, :3], b_t[:3, :3].T)  # tiny, and at least MR rows: serial
+    assert events == ["_gemm_small"]
 
 
 @pytest.mark.parametrize("registers, vector_bytes, tile", [
@@ -452,8 +492,7 @@ def test_row_sums_add_the_sums_of_as_rows_in_float64(monkeypatch, dtype, m, k, n
         one_thread = summed()
     with numba_threads(2):
         np.testing.assert_array_equal(summed(), one_thread)
-    monkeypatch.setattr(matmul_module, "_TASKS_PER_THREAD", 13)
-    monkeypatch.setattr(matmul_module, "_blocking", lambda itemsize: Blocking(48, 1))
+    replan(monkeypatch, _TASKS_PER_THREAD=13, _blocking=lambda itemsize: Blocking(48, 1))
     np.testing.assert_array_equal(summed(), one_thread)
 
 
@@ -503,11 +542,11 @@ def test_panels_copied_by_each_task_give_the_product_read_in_place(monkeypatch, 
     a = random(rng, (2, k, m), dtype).swapaxes(1, 2) if a_transposed else \
         random(rng, (2, m, k), dtype)
     b, bias = random(rng, (k, 3 * nr), dtype), random(rng, (3 * nr,), dtype)
-    monkeypatch.setattr(matmul_module, "_TINY_MACS", 0)  # every product takes the tile
+    replan(monkeypatch, _TINY_MACS=0)  # every product takes the tile
     launches = _tile_launches(monkeypatch)
     assert_matches_numpy(a, b)
     products = matmul(a, b), matmul(a, b, bias)
-    monkeypatch.setattr(matmul_module, "_COPY_MIN_TILE_ROWS", m)  # now B is read in place
+    replan(monkeypatch, _COPY_MIN_TILE_ROWS=m)  # now B is read in place
     np.testing.assert_array_equal(products[0], matmul(a, b))
     np.testing.assert_array_equal(products[1], matmul(a, b, bias))
     copies = [args[5] for args in launches]  # where the tasks read B

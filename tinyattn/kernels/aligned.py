@@ -27,12 +27,23 @@ ALIGNMENT = 64  # bytes: one cache line
 
 def aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
     """``np.empty(shape, dtype)``, C-ordered, starting on a 64-byte boundary (a view of a
-    slightly larger buffer)."""
+    slightly larger buffer).
+
+    1.1 µs for the output of a small GPT's ``Linear``, against 0.2 µs for ``np.empty``: most
+    of a forward pass's products, layer norms and GELUs allocate their output here."""
     itemsize = np.dtype(dtype).itemsize
     size = math.prod(shape)  # (np.prod costs microseconds on a tuple: it makes an array first)
     raw = np.empty(size + ALIGNMENT // itemsize, dtype)
-    start = (-data_address(raw) % ALIGNMENT) // itemsize
+    start = (-_buffer_address(raw) % ALIGNMENT) // itemsize
     return raw[start:start + size].reshape(shape)
+
+
+def _buffer_address(x: np.ndarray) -> int:
+    """The address of a writable C-contiguous, non-empty ``x`` (0.2 µs, through ``ctypes``)."""
+    return _addressof(_char_at(x))
+
+
+_addressof, _char_at = ctypes.addressof, ctypes.c_char.from_buffer
 
 
 def data_address(x: np.ndarray) -> int:
@@ -40,7 +51,7 @@ def data_address(x: np.ndarray) -> int:
     array (0.3 µs), through ``__array_interface__`` for any other (1.1 µs; ``x.ctypes.data``
     takes 1.0)."""
     if x.flags.c_contiguous and x.flags.writeable and x.size:
-        return ctypes.addressof(ctypes.c_char.from_buffer(x))
+        return _buffer_address(x)
     return x.__array_interface__["data"][0]
 
 

@@ -109,8 +109,8 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   a small GPT, took 0.69–0.80× the time.
   Each output element is one FMA chain along ``k`` in order, whatever the blocking, the tasks
   or the thread count: results are bitwise identical run to run and for any thread count.
-  The wrapper holds :data:`~tinyattn.kernels.parallel.kernel_section` around its parallel
-  launches (a lock only on numba's non-thread-safe ``workqueue`` layer).
+  Each parallel launch holds :data:`~tinyattn.kernels.parallel.kernel_section` (a lock only
+  on numba's non-thread-safe ``workqueue`` layer), through :func:`~.parallel.run_tasks`.
 * **Row sums on the way.** A Linear's bias gradient ``Σ_rows G`` is the sums of the rows of
   ``Gᵀ``, the A of its weight gradient ``Gᵀ X``. Summed by a kernel of its own after the
   product, ``G`` comes back from memory or from the other core's cache (at W4's shapes a column
@@ -151,7 +151,6 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 from numba import config
 
@@ -160,7 +159,7 @@ from .compiled_only import compiled_only
 from .cpu import DataCaches, VectorUnit, data_caches, vector_unit
 from .jit import jit
 from .matvec import few_rows_product
-from .parallel import kernel_section, run_tasks
+from .parallel import get_num_threads, run_tasks
 from .simd import (
     TRANSPOSE_BYTES,
     TileShape,
@@ -313,17 +312,15 @@ def matmul(a: np.ndarray, b: np.ndarray, bias: np.ndarray | None = None,
     a3 = _stack_of_matrices(a)  # (batch_a, M, K)
     b3 = _stack_of_matrices(b)  # (batch_b, K, N)
     out = aligned_empty((a_index.size, m, n), a.dtype)
-    with kernel_section:
-        if config.DISABLE_JIT or (m >= MR and a_index.size * m * n * k < _TINY_MACS):
-            _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index,
-                        out)
-            if bias is not None:
-                out += bias
-        elif m >= MR:  # the tile, which sums A's rows on the way
-            _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
-            return out.reshape(batch + (m, n))
-        else:  # too few rows for the tile: B read once, in place
-            few_rows_product(a3, b3, a_index, b_index, out, bias)
+    if config.DISABLE_JIT or (m >= MR and a_index.size * m * n * k < _TINY_MACS):
+        _gemm_small(np.ascontiguousarray(a3), np.ascontiguousarray(b3), a_index, b_index, out)
+        if bias is not None:
+            out += bias
+    elif m >= MR:  # the tile, which sums A's rows on the way
+        _gemm_tiled(a3, b3, a_index, b_index, out, bias, row_sums)
+        return out.reshape(batch + (m, n))
+    else:  # too few rows for the tile: B read once, in place
+        few_rows_product(a3, b3, a_index, b_index, out, bias)
     if row_sums is not None:
         row_sums += a.sum(axis=1, dtype=np.float64)
     return out.reshape(batch + (m, n))
@@ -333,48 +330,100 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
                 out: np.ndarray, bias: np.ndarray | None, row_sums: np.ndarray | None) -> None:
     """``out[o] = a3[a_index[o]] @ b3[b_index[o]] (+ bias)`` with the register tile (see
     module doc), and the sums of ``A``'s rows added to ``row_sums`` when it is given."""
+    plan = _tile_plan(a3.shape, a3.strides, b3.shape, b3.strides, out.shape, out.itemsize,
+                      get_num_threads())
     _, k, n = b3.shape
-    nr = TILE.columns(out.itemsize)
-    block = _blocking(out.itemsize)
+    a_data = a3.swapaxes(1, 2) if plan.a_transposed else a3  # C-contiguous either way
+    if plan.b_source == _B_ROWS:
+        b_rows = b3.reshape(-1, n)  # (batch_b · K, N), read in place
+    elif plan.b_source == _B_COLUMNS:
+        b_rows = b3.swapaxes(1, 2).reshape(-1, k)  # (batch_b · N, K): B's columns
+    else:
+        b_rows = _pack_b(b3, plan.nr).reshape(-1, plan.nr)  # (batch_b · N panels · K, NR)
+    if bias is None:
+        bias_row = plan.zero_bias
+    else:  # the bias as one row, zero padded to whole tiles (an edge tile reads NR values)
+        bias_row = np.zeros_like(plan.zero_bias)
+        bias_row[0, :n] = bias
+    run_tasks(_gemm_block, plan.n_tasks, a_data, plan.a_transposed, b_rows, plan.b_panels,
+              plan.copy, a_index, b_index, bias_row, bias is not None,
+              _NO_ROW_SUMS if row_sums is None else row_sums, row_sums is not None, out,
+              plan.kc, plan.m_blocks, plan.n_blocks, parallel=True)
+
+
+# Where _gemm_tiled's tasks read B: its rows in place, its columns, or panels packed first.
+_B_ROWS, _B_COLUMNS, _B_PACKED = range(3)
+
+
+@dataclass(frozen=True)
+class TilePlan:
+    """How :func:`_gemm_tiled` runs one shape of product (:func:`_tile_plan`)."""
+
+    a_transposed: bool  # A is read through its transpose (C-contiguous ``Aᵀ``)
+    b_source: int  # _B_ROWS, _B_COLUMNS or _B_PACKED
+    copy: np.int64  # how a task reads its panels of B (_IN_PLACE, _COPY_ROWS, _COPY_COLUMNS)
+    b_panels: int  # panels per matrix of B in the rows the tasks read (1 unless packed)
+    nr: int  # columns of the register tile
+    kc: int  # values of k per block
+    m_blocks: int  # tasks along the rows of each output matrix
+    n_blocks: int  # tasks along its columns
+    n_tasks: int
+    zero_bias: np.ndarray  # (1, N rounded up to whole tiles) zeros: a bias row's shape, and
+    # the argument of a product without one (the tasks do not read it then)
+
+
+@functools.lru_cache(maxsize=512)
+def _tile_plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
+               b_strides: tuple[int, ...], out_shape: tuple[int, ...], itemsize: int,
+               threads: int) -> TilePlan:
+    """The :class:`TilePlan` of a product of these ``(batch, rows, cols)`` stacks, worked out
+    once per shape, layout and thread count: a training step or a sampling loop meets the
+    same few shapes on every step, and working it out again cost about 3 µs of Python per
+    product."""
+    (_, k, n), (batch_out, m, _) = b_shape, out_shape
+    a_contiguous = _c_contiguous(a_shape, a_strides, itemsize)
+    b_contiguous = _c_contiguous(b_shape, b_strides, itemsize)
+    nr = TILE.columns(itemsize)
+    block = _blocking(itemsize)
     kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
-    a_transposed = not a3.flags.c_contiguous
-    a_data = a3.swapaxes(1, 2) if a_transposed else a3  # C-contiguous either way
     n_panels = -(-n // nr)
     # B wider than A is tall (N > M; B the larger operand): one micro-tile column per task, so
     # that a thread's tasks share out B's columns and each thread reads only its part of B
-    n_blocks = n_panels if n > out.shape[1] else -(-n_panels // block.nc_panels)
-    m_panels = -(-out.shape[1] // MR)
-    threads = numba.get_num_threads()
-    m_blocks = min(m_panels, max(1, -(-_TASKS_PER_THREAD * threads // (out.shape[0] * n_blocks))))
-    if not b3.flags.c_contiguous and n > out.shape[1] and b3.shape[0] == out.shape[0] and \
-            out.shape[0] * n_blocks % threads == 0:
+    n_blocks = n_panels if n > m else -(-n_panels // block.nc_panels)
+    m_panels = -(-m // MR)
+    m_blocks = min(m_panels, max(1, -(-_TASKS_PER_THREAD * threads // (batch_out * n_blocks))))
+    if not b_contiguous and n > m and b_shape[0] == batch_out and \
+            batch_out * n_blocks % threads == 0:
         # a transposed B wider than A is tall whose panels the threads share evenly: one task
         # per panel, which copies it itself (below) rather than wait for a pass that packs all
         # of B, which costs more than a product of a few rows
         m_blocks = 1
-    copy = _IN_PLACE
-    if b3.flags.c_contiguous and n % nr == 0:
-        b_rows, b_panels = b3.reshape(-1, n), 1  # (batch_b · K, N), read in place
+    copy, b_panels = _IN_PLACE, 1
+    if b_contiguous and n % nr == 0:
+        b_source = _B_ROWS
         # rows N values apart: each task copies a panel before its tile rows run over it
         if n > nr and m_panels // m_blocks >= _COPY_MIN_TILE_ROWS:
             copy = _COPY_ROWS
-    elif not b3.flags.c_contiguous and m_blocks == 1 and b3.shape[0] == out.shape[0]:
+    elif not b_contiguous and m_blocks == 1 and b_shape[0] == batch_out:
         # a transposed B each of whose panels is read by one task only: that task copies it
         # from B's columns itself, instead of a pass that packs all of B first
-        b_rows, b_panels = b3.swapaxes(1, 2).reshape(-1, k), 1  # (batch_b · N, K)
-        copy = _COPY_COLUMNS
+        b_source, copy = _B_COLUMNS, _COPY_COLUMNS
     else:
-        packed = _pack_b(b3, nr)  # (batch_b, N panels, K, NR)
-        b_panels = packed.shape[1]
-        b_rows = packed.reshape(-1, nr)  # (batch_b · N panels · K, NR)
-    # the bias as one row, zero padded to whole tiles (an edge tile reads NR values)
-    bias_row = np.zeros((1, n_panels * nr), out.dtype)
-    if bias is not None:
-        bias_row[0, :n] = bias
-    sums = _NO_ROW_SUMS if row_sums is None else row_sums
-    run_tasks(_gemm_block, out.shape[0] * m_blocks * n_blocks, a_data, a_transposed, b_rows,
-              b_panels, copy, a_index, b_index, bias_row, bias is not None, sums,
-              row_sums is not None, out, kc, m_blocks, n_blocks, parallel=True)
+        b_source, b_panels = _B_PACKED, n_panels
+    dtype = np.float32 if itemsize == 4 else np.float64
+    return TilePlan(not a_contiguous, b_source, copy, b_panels, nr, kc, m_blocks, n_blocks,
+                    batch_out * m_blocks * n_blocks, np.zeros((1, n_panels * nr), dtype))
+
+
+def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
+    """numpy's C-contiguous flag of an array of ``shape`` and ``strides``: each dim of more
+    than one element steps over the elements of the dims after it."""
+    step = itemsize
+    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if size > 1 and stride != step:
+            return False
+        step *= size
+    return True
 
 
 _NO_ROW_SUMS = np.zeros(0, np.float64)  # the row sums argument of a product that adds none
