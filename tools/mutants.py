@@ -265,8 +265,8 @@ MUTANTS: list[Mutant] = [
            "log_softmax's rule uses the log-probabilities where the probabilities belong",
            FAST, HIGHER),
     mutant("layer-norm-plain-call-weight-shape", "tinyattn/functional/normalization.py",
-           "p.dtype == input.dtype and\n                             p.shape == normalized_shape)",
-           "p.dtype == input.dtype)",
+           "param.dtype == input.dtype and\n                             param.shape == shape)",
+           "param.dtype == input.dtype)",
            "layer_norm's quick check of a plain call takes a weight of the wrong shape: it "
            "reaches the op and fails there without naming what was wrong",
            "tests/test_errors_layers.py"),

@@ -96,8 +96,17 @@ def _plain_call(input: Tensor, normalized_shape: object, weight: Tensor | None,
             type(eps) is float and 0.0 < eps < math.inf and input.dtype in FLOAT_DTYPES):
         return False
     n = len(normalized_shape)
-    if not n or input.shape[input.ndim - n:] != normalized_shape or \
-            any(type(d) is not int for d in normalized_shape):
+    if not n or input.shape[input.ndim - n:] != normalized_shape:
         return False
-    return all(p is None or (isinstance(p, Tensor) and p.dtype == input.dtype and
-                             p.shape == normalized_shape) for p in (weight, bias))
+    for d in normalized_shape:
+        if type(d) is not int:
+            return False
+    return _plain_param(weight, input, normalized_shape) and \
+        _plain_param(bias, input, normalized_shape)
+
+
+def _plain_param(param: Tensor | None, input: Tensor, shape: tuple[int, ...]) -> bool:
+    """Whether a weight or bias of :func:`layer_norm` is None or a tensor of ``shape`` and
+    ``input``'s dtype."""
+    return param is None or (isinstance(param, Tensor) and param.dtype == input.dtype and
+                             param.shape == shape)

@@ -20,6 +20,8 @@ any thread count.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from . import FLOAT_DTYPES
@@ -141,21 +143,31 @@ def layer_norm_forward(
     _assert_rows(x)
     n_rows, n_cols = x.shape
     assert eps >= 0, eps
-    if weight is None:
-        weight = np.ones(n_cols, dtype=x.dtype)
-    if bias is None:
-        bias = np.zeros(n_cols, dtype=x.dtype)
-    _assert_vector(weight, n_cols, x.dtype)
-    _assert_vector(bias, n_cols, x.dtype)
+    weight = _ones(n_cols, x.dtype) if weight is None else np.ascontiguousarray(weight)
+    bias = _zeros(n_cols, x.dtype) if bias is None else np.ascontiguousarray(bias)
+    assert weight.shape == bias.shape == (n_cols,) and weight.dtype == bias.dtype == x.dtype, \
+        (weight.shape, bias.shape, weight.dtype, bias.dtype, n_cols, x.dtype)
     y = aligned_empty_like(x)  # read row by row by the next product
     mean = np.empty(n_rows, dtype=x.dtype)
     rstd = np.empty(n_rows, dtype=x.dtype)
     parallel = x.size >= _PARALLEL_MIN_ELEMENTS
     n_chunks = row_chunks(n_rows, parallel)
-    run_tasks(_layer_norm_forward_chunk, n_chunks, np.ascontiguousarray(x),
-              np.ascontiguousarray(weight), np.ascontiguousarray(bias), float(eps), y, mean,
-              rstd, n_chunks, parallel=parallel)
+    run_tasks(_layer_norm_forward_chunk, n_chunks, np.ascontiguousarray(x), weight, bias,
+              float(eps), y, mean, rstd, n_chunks, parallel=parallel)
     return y, mean, rstd
+
+
+@functools.lru_cache(maxsize=16)
+def _ones(n: int, dtype: np.dtype) -> np.ndarray:
+    """The weight of a layer norm without one (made once per width; never written)."""
+    return np.ones(n, dtype)
+
+
+@functools.lru_cache(maxsize=16)
+def _zeros(n: int, dtype: np.dtype) -> np.ndarray:
+    """The bias of a layer norm without one, as nanoGPT's ``LayerNorm(bias=False)`` calls it
+    (made once per width; never written)."""
+    return np.zeros(n, dtype)
 
 
 def layer_norm_backward(

@@ -32,9 +32,8 @@ class LayerNorm(Function):
         array = x.numpy()
         rows = _rows(array, normalized_shape)  # (N, C)
         features = rows.shape[1]
-        flat = [np.ascontiguousarray(p.numpy()).reshape(features) for p in params]  # (C,)
-        weight = flat[0] if has_weight else None
-        bias = flat[-1] if has_bias else None
+        weight = _flat(params[0], features) if has_weight else None  # (C,)
+        bias = _flat(params[-1], features) if has_bias else None
         if rows.size:
             y, mean, rstd = layer_norm_forward(rows, weight, bias, eps)
         else:  # no rows, or rows of no features: an empty result, as in PyTorch
@@ -71,6 +70,14 @@ class LayerNorm(Function):
         return (f"(ĝ − mean(ĝ) − x̂ ⊙ mean(ĝ ⊙ x̂)) / σ  with ĝ = {operand(g)} ⊙ w, "
                 f"x̂ = ({x[0]} − mean) / σ", f"Σ_rows {operand(g)} ⊙ x̂",
                 f"Σ_rows {operand(g)}")[slot if slot == 0 or node.kwargs["has_weight"] else 2]
+
+
+def _flat(param: Tensor, features: int) -> np.ndarray:
+    """A weight or bias as ``(C,)`` contiguous values (no copy for the 1-D ones of a module)."""
+    values = param.numpy()
+    if values.ndim == 1 and values.flags.c_contiguous:
+        return values
+    return np.ascontiguousarray(values).reshape(features)
 
 
 def _rows(array: np.ndarray, normalized_shape: tuple[int, ...]) -> np.ndarray:
