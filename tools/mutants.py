@@ -635,6 +635,20 @@ MUTANTS: list[Mutant] = [
            "the row sums of a transposed A (a Linear's bias gradient) skip the first row of "
            "every k-block",
            "tests/kernels/test_matmul_kernel.py"),
+    mutant("data-address-of-the-last-element", "tinyattn/kernels/aligned.py",
+           "(0,) * (ndim - 1) + (slice(0, 1),)",
+           "(-1,) * (ndim - 1) + (slice(-1, None),)",
+           "the address of a strided array is that of its last element: the attention reads "
+           "the heads of a split projection from the wrong columns",
+           "tests/kernels/test_aligned.py", "tests/kernels/test_attention_kernel.py"),
+    mutant("attention-rows-shared-across-starts", "tinyattn/kernels/attention.py",
+           "    view = views.get((start, B, L, P))\n    if view is None:\n"
+           "        view = views[start, B, L, P] =",
+           "    view = views.get((B, L, P))\n    if view is None:\n"
+           "        view = views[B, L, P] =",
+           "q, k and v that lie in one memory share the rows view made for the first of them "
+           "even when their rows start at different places in it",
+           "tests/kernels/test_attention_kernel.py"),
     mutant("run-tasks-entry-of-another-launch", "tinyattn/kernels/parallel.py",
            "        if signature[0] == launch._numba_type_:",
            "        if signature[0] == launch._numba_type_ or True:",
