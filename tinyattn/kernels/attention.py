@@ -548,14 +548,13 @@ def _parallel(n_tasks: int, work: int) -> bool:
     return n_tasks > 1 and work >= _PARALLEL_MIN_WORK
 
 
-def _laid_out(*arrays: np.ndarray, memory: dict | None = None) -> tuple:
+def _laid_out(*arrays: np.ndarray) -> tuple:
     """``(B, H, L, W)`` arrays as the kernels read them, ``(*rows, *first_columns,
     token_major)``: the token rows of each (:func:`_token_rows`) when every one is laid out so,
-    else C-contiguous ``(B·H, L, W)`` arrays (copied only if needed) with first columns 0.
-    ``memory`` is passed on to :func:`_token_rows`."""
+    else C-contiguous ``(B·H, L, W)`` arrays (copied only if needed) with first columns 0."""
     rows, columns = [], []
     for x in arrays:
-        found = _token_rows(x, memory)
+        found = _token_rows(x)
         if found is None:
             heads = [np.ascontiguousarray(x).reshape(x.shape[0] * x.shape[1], *x.shape[2:])
                      for x in arrays]  # (B·H, L, W)
@@ -565,18 +564,12 @@ def _laid_out(*arrays: np.ndarray, memory: dict | None = None) -> tuple:
     return (*rows, *columns, _TRUE)
 
 
-def _token_rows(x: np.ndarray, memory: dict | None = None) -> tuple[np.ndarray, int] | None:
+def _token_rows(x: np.ndarray) -> tuple[np.ndarray, int] | None:
     """``x (B, H, L, W)`` as ``(rows (B, L, P), c0)`` with ``x[b, h, l, w] = rows[b, l, c0 +
     h·W + w]``, when its memory is one row of ``P`` values per token with the heads side by
     side: a projection's heads (``P = H·W``), or a slice of a packed projection's (nanoGPT's
     ``qkv.split(C, dim=2)``: ``P = 3C``, ``c0 = 0, C, 2C``). ``rows`` is a C-contiguous view
-    of the memory ``x`` lies in; None when there is none.
-
-    ``memory``, a dict the caller keeps for the arrays of one call, holds what was found of
-    each memory (its address, its values in one row, the ``rows`` views made of it), so that
-    the ``q``, ``k`` and ``v`` of one projection get it once and share one ``rows`` view: in a
-    sampling loop, where the forward pass leaves little of this code in the caches, the three
-    lookups took 29–40 µs of the attention's call."""
+    of the memory ``x`` lies in; None when there is none."""
     B, H, L, W = x.shape
     item = x.itemsize
     sb, sh, sl, sw = x.strides  # in bytes
@@ -588,31 +581,22 @@ def _token_rows(x: np.ndarray, memory: dict | None = None) -> tuple[np.ndarray, 
     owner = x
     while isinstance(owner, np.ndarray) and owner.base is not None:
         owner = owner.base
-    known = None if memory is None else memory.get(id(owner))  # alive: x holds it
-    if known is None:
-        if not isinstance(owner, np.ndarray) or not owner.flags.c_contiguous or \
-                owner.dtype != x.dtype:
-            return None
-        known = data_address(owner), owner.reshape(-1), {}
-        if memory is not None:
-            memory[id(owner)] = known
-    owner_address, values, views = known
-    offset, rest = divmod(data_address(x) - owner_address, item)
+    if not isinstance(owner, np.ndarray) or not owner.flags.c_contiguous or \
+            owner.dtype != x.dtype:
+        return None
+    offset, rest = divmod(data_address(x) - data_address(owner), item)
     # Any column c0 that keeps the rows inside the memory (0 <= offset − c0, offset − c0 +
     # B·L·P <= its size) and the heads inside a row (c0 + H·W <= P) reads the same values. The
     # column where x starts in a row of the memory is one (0, C or 2C above), unless the memory
     # does not start at a row: an aligned buffer (:mod:`.aligned`) starts a few values in.
-    lowest, highest = max(0, offset + B * L * P - values.size), min(offset, P - H * W)
+    lowest, highest = max(0, offset + B * L * P - owner.size), min(offset, P - H * W)
     c0 = offset % P if P else 0
     if not lowest <= c0 <= highest:
         c0 = lowest
     if rest or offset < 0 or c0 > highest:
         return None
     start = offset - c0
-    view = views.get((start, B, L, P))
-    if view is None:
-        view = views[start, B, L, P] = values[start : start + B * L * P].reshape(B, L, P)
-    return view, c0
+    return owner.reshape(-1)[start : start + B * L * P].reshape(B, L, P), c0
 
 
 def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, window_size):
@@ -641,8 +625,7 @@ def _kernel_options(name, q, k, v, bias, is_causal, scale, dropout_p, seed, wind
     assert window_size is None or window_size >= 1, \
         f"{name}: window_size must be None or >= 1, got {window_size}"
     band_lo, band_hi = _band(bool(is_causal), window_size, T, S)
-    memory: dict = {}  # of the memory q, k and v lie in (:func:`_token_rows`)
-    arrays = _laid_out(q, memory=memory), _laid_out(k, v, memory=memory)
+    arrays = _laid_out(q), _laid_out(k, v)
     options = (bias, has_bias, band_lo, band_hi, float(scale), float(dropout_p), np.uint64(seed),
                _BLOCK_Q, _BLOCK_K, _TILE_COLUMNS[q.dtype])
     return arrays, options

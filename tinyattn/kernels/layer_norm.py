@@ -143,8 +143,8 @@ def layer_norm_forward(
     _assert_rows(x)
     n_rows, n_cols = x.shape
     assert eps >= 0, eps
-    weight = _ones(n_cols, x.dtype) if weight is None else np.ascontiguousarray(weight)
-    bias = _zeros(n_cols, x.dtype) if bias is None else np.ascontiguousarray(bias)
+    weight = _constant(n_cols, x.dtype, 1.0) if weight is None else np.ascontiguousarray(weight)
+    bias = _constant(n_cols, x.dtype, 0.0) if bias is None else np.ascontiguousarray(bias)
     assert weight.shape == bias.shape == (n_cols,) and weight.dtype == bias.dtype == x.dtype, \
         (weight.shape, bias.shape, weight.dtype, bias.dtype, n_cols, x.dtype)
     y = aligned_empty_like(x)  # read row by row by the next product
@@ -158,16 +158,10 @@ def layer_norm_forward(
 
 
 @functools.lru_cache(maxsize=16)
-def _ones(n: int, dtype: np.dtype) -> np.ndarray:
-    """The weight of a layer norm without one (made once per width; never written)."""
-    return np.ones(n, dtype)
-
-
-@functools.lru_cache(maxsize=16)
-def _zeros(n: int, dtype: np.dtype) -> np.ndarray:
-    """The bias of a layer norm without one, as nanoGPT's ``LayerNorm(bias=False)`` calls it
-    (made once per width; never written)."""
-    return np.zeros(n, dtype)
+def _constant(n: int, dtype: np.dtype, value: float) -> np.ndarray:
+    """The weight (ones) or bias (zeros) of a layer norm without one, as nanoGPT's
+    ``LayerNorm(bias=False)`` calls it: made once per width, never written."""
+    return np.full(n, value, dtype)
 
 
 def layer_norm_backward(

@@ -330,8 +330,8 @@ def _gemm_tiled(a3: np.ndarray, b3: np.ndarray, a_index: np.ndarray, b_index: np
                 out: np.ndarray, bias: np.ndarray | None, row_sums: np.ndarray | None) -> None:
     """``out[o] = a3[a_index[o]] @ b3[b_index[o]] (+ bias)`` with the register tile (see
     module doc), and the sums of ``A``'s rows added to ``row_sums`` when it is given."""
-    plan = _tile_plan(a3.shape, a3.strides, b3.shape, b3.strides, out.shape, out.itemsize,
-                      get_num_threads())
+    plan = _tile_plan(a3.flags.c_contiguous, b3.shape, b3.flags.c_contiguous, out.shape,
+                      out.itemsize, get_num_threads())
     _, k, n = b3.shape
     a_data = a3.swapaxes(1, 2) if plan.a_transposed else a3  # C-contiguous either way
     if plan.b_source == _B_ROWS:
@@ -373,16 +373,13 @@ class TilePlan:
 
 
 @functools.lru_cache(maxsize=512)
-def _tile_plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tuple[int, ...],
-               b_strides: tuple[int, ...], out_shape: tuple[int, ...], itemsize: int,
-               threads: int) -> TilePlan:
-    """The :class:`TilePlan` of a product of these ``(batch, rows, cols)`` stacks, worked out
-    once per shape, layout and thread count: a training step or a sampling loop meets the
-    same few shapes on every step, and working it out again cost about 3 µs of Python per
-    product."""
+def _tile_plan(a_contiguous: bool, b_shape: tuple[int, ...], b_contiguous: bool,
+               out_shape: tuple[int, ...], itemsize: int, threads: int) -> TilePlan:
+    """The :class:`TilePlan` of a product of ``(batch, rows, cols)`` stacks, A and B each
+    C-contiguous or transposed, worked out once per shape, layout and thread count: a training
+    step or a sampling loop meets the same few shapes on every step, and working it out again
+    cost about 3 µs of Python per product."""
     (_, k, n), (batch_out, m, _) = b_shape, out_shape
-    a_contiguous = _c_contiguous(a_shape, a_strides, itemsize)
-    b_contiguous = _c_contiguous(b_shape, b_strides, itemsize)
     nr = TILE.columns(itemsize)
     block = _blocking(itemsize)
     kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
@@ -413,17 +410,6 @@ def _tile_plan(a_shape: tuple[int, ...], a_strides: tuple[int, ...], b_shape: tu
     dtype = np.float32 if itemsize == 4 else np.float64
     return TilePlan(not a_contiguous, b_source, copy, b_panels, nr, kc, m_blocks, n_blocks,
                     batch_out * m_blocks * n_blocks, np.zeros((1, n_panels * nr), dtype))
-
-
-def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], itemsize: int) -> bool:
-    """numpy's C-contiguous flag of an array of ``shape`` and ``strides``: each dim of more
-    than one element steps over the elements of the dims after it."""
-    step = itemsize
-    for size, stride in zip(reversed(shape), reversed(strides), strict=True):
-        if size > 1 and stride != step:
-            return False
-        step *= size
-    return True
 
 
 _NO_ROW_SUMS = np.zeros(0, np.float64)  # the row sums argument of a product that adds none
@@ -463,8 +449,6 @@ def _stack_of_matrices(x: np.ndarray) -> np.ndarray:
     if abs(x3.strides[1]) < abs(x3.strides[2]):  # nearer to a transposed layout: keep it
         return np.ascontiguousarray(x3.swapaxes(1, 2)).swapaxes(1, 2)
     return np.ascontiguousarray(x3)
-
-
 
 
 def _pack_b(b3: np.ndarray, width: int) -> np.ndarray:
