@@ -8,7 +8,8 @@ step gives it:
 
 * **isolated**: each op of the forward pass (``Embedding``, ``LayerNorm``, the ``Linear`` of
   each shape, ``split``/``view``/``transpose``, ``scaled_dot_product_attention``, GELU ...) at
-  ``T = 1`` (almost all overhead) and at ``T = 64``; ``--calls`` calls, median µs;
+  ``T = 1`` (almost all overhead) and at ``T = 64``, and the ``topk`` of a sampling step over
+  GPT-2's vocabulary (the same at either ``T``); ``--calls`` calls, median µs;
 * **in context**: the ops after a forward pass (``topk``, the masked assignment, ``softmax``,
   ``multinomial``, ``cat`` ...), each timed once per step right after the forward pass of the
   real model, as a sampling loop meets them: the forward pass has then evicted the op's code
@@ -60,6 +61,7 @@ def _isolated_cases(torch, tokens: int):
     qkv_proj, out_proj = nn.Linear(C, 3 * C, bias=False), nn.Linear(C, C, bias=False)
     up, down = nn.Linear(C, 4 * C, bias=False), nn.Linear(4 * C, C, bias=False)
     lm_head, last = nn.Linear(C, VOCAB, bias=False), x[:, [-1], :]
+    gpt2_logits = torch.randn(1, 50257)  # a sampling step of GPT-2 keeps the first 200 of these
     return [
         ("embedding", lambda: embedding(idx)),
         ("layernorm", lambda: layernorm(x)),
@@ -78,6 +80,7 @@ def _isolated_cases(torch, tokens: int):
         ("gelu", lambda: F.gelu(wide)),
         ("add", lambda: x + x),
         ("x[:, [-1], :]", lambda: x[:, [-1], :]),
+        ("topk of GPT-2's 50257 logits, k = 200", lambda: torch.topk(gpt2_logits, 200)),
     ]
 
 

@@ -168,11 +168,21 @@ def _smoke_dropout(draw):
                                   dropout.dropout_apply_numpy(x, 5, 0.25))
 
 
+def _smoke_top_k(draw):
+    from tinyattn.kernels import top_k
+
+    x = draw(3, 9)
+    x[0, 2], x[1, 3] = np.nan, x[1, 5]  # a NaN and a tie
+    for largest in (True, False):
+        for got, want in zip(top_k.top_k(x, 4, largest), top_k.top_k_numpy(x, 4, largest)):
+            np.testing.assert_array_equal(got, want)
+
+
 SMOKE_GROUPS = {
     "matmul": _smoke_matmul, "softmax": _smoke_softmax, "gelu": _smoke_gelu,
     "layer_norm": _smoke_layer_norm, "cross_entropy": _smoke_cross_entropy,
     "embedding": _smoke_embedding, "adamw": _smoke_adamw, "attention": _smoke_attention,
-    "counter_rng": _smoke_counter_rng, "dropout": _smoke_dropout,
+    "counter_rng": _smoke_counter_rng, "dropout": _smoke_dropout, "top_k": _smoke_top_k,
 }
 
 

@@ -74,7 +74,9 @@ OPS = {
     "IndexFill": (lambda a, v: a.index_fill(1, ta.tensor([2, 0]), v), [_arr(2, 3), _arr()],
                   "IndexFill"),
     "Sort": (lambda a: a.sort(dim=0, descending=True).values, [_distinct(3, 2)], "Sort"),
-    "topk": (lambda a: a.topk(2).values, [_distinct(2, 4)], "GetItem"),
+    "topk": (lambda a: a.topk(2).values, [_distinct(2, 4)], "Sort"),
+    "topk-smallest-dim0": (lambda a: a.topk(2, dim=0, largest=False).values, [_distinct(3, 4)],
+                           "Sort"),
 }
 
 

@@ -132,6 +132,13 @@ def _elementwise(dtype: np.dtype) -> None:
     run_select(np.ones(3, bool), np.ones(3, dtype), np.zeros((), dtype), parallel=False)
 
 
+def _top_k(dtype: np.dtype) -> None:
+    from .top_k import _PARALLEL_MIN_ELEMENTS, top_k
+
+    top_k(np.ones((1, 3), dtype), 2, largest=True)  # serial
+    top_k(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype), 1, largest=False)  # parallel
+
+
 def _special(dtype: np.dtype) -> None:
     from .special import erf
 
@@ -145,4 +152,5 @@ FAMILIES: dict[str, Callable[[np.dtype], None]] = {
     "gelu": _gelu,
     "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
     "column_sums": _column_sums, "elementwise": _elementwise, "special": _special,
+    "top_k": _top_k,
 }

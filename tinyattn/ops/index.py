@@ -26,6 +26,7 @@ from .. import dtypes
 from ..autograd import Context, Function, is_grad_enabled
 from ..autograd.function import memory_owner
 from ..errors import DTypeError, ShapeError
+from ..kernels.top_k import top_k, top_k_numpy
 from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import broadcast_shapes, check_int, is_number, normalize_dim
 from .masking import masked_fill, tril, triu, where
@@ -448,29 +449,30 @@ class IndexFill(Function):
 
 
 class Sort(Function):
-    """``values, indices = sort(x, dim)`` (stable; NaN counts as the largest, as PyTorch);
-    ``dx = 0`` with ``g`` written back to the sorted positions, ``dx = scatter(0, dim, indices,
-    g)``; the indices have no gradient."""
+    """``values, indices = sort(x, dim)`` (stable; NaN counts as the largest, as PyTorch), or
+    the ``first`` k of each (``topk``); ``dx = 0`` with ``g`` written back to the positions the
+    values came from, ``dx = scatter(0, dim, indices, g)``; the indices have no gradient."""
 
     keeps_inputs = False
 
     @staticmethod
-    def forward(ctx: Context, x: Tensor, dim: int, descending: bool) -> tuple[Tensor, Tensor]:
+    def forward(ctx: Context, x: Tensor, dim: int, descending: bool,
+                first: int | None = None) -> tuple[Tensor, Tensor]:
         array = x.numpy()
-        order = _sort_order(array, dim, descending)
+        values, order = _sorted_along(array, dim, descending, first)
         indices = from_numpy(order)
         ctx.mark_non_differentiable(indices)
         ctx.set_materialize_grads(False)
         ctx.save_for_backward(indices)
-        ctx.dim = dim
-        return from_numpy(np.take_along_axis(array, order, dim)), indices
+        ctx.dim, ctx.in_shape = dim, array.shape
+        return from_numpy(values), indices
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor | None, grad_indices: None) -> Tensor | None:
         if grad is None:
             return None
         (indices,) = ctx.saved_tensors
-        zeros = from_numpy(np.zeros(grad.shape, grad.dtype))
+        zeros = from_numpy(np.zeros(ctx.in_shape, grad.dtype))
         return Scatter.apply(zeros, indices, grad, dim=ctx.dim, accumulate=False)
 
     @staticmethod
@@ -478,20 +480,22 @@ class Sort(Function):
         return f"scatter(0, {node.dim}, indices, {g})"
 
 
-def _sort_order(array: np.ndarray, axis: int, descending: bool,
-                first: int | None = None) -> np.ndarray:
-    """The int64 indices that sort ``array`` along ``axis``, stably (equal elements keep their
-    order; NaN sorts as the largest, as in PyTorch): all of them, or the ``first`` ones."""
-    size = array.shape[axis]
-    first = size if first is None else first
-    if not descending:
-        order = np.argsort(array, axis=axis, kind="stable")
-        return np.ascontiguousarray(order[(slice(None),) * axis + (slice(0, first),)],
-                                    dtype=np.int64)
-    # ascending on the reversed array, then reversed: descending with ties in original order
-    order = np.argsort(np.flip(array, axis), axis=axis, kind="stable")
-    last = order[(slice(None),) * axis + (slice(size - first, size),)]
-    return np.ascontiguousarray(size - 1 - np.flip(last, axis), dtype=np.int64)
+def _sorted_along(array: np.ndarray, axis: int, descending: bool,
+                  first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The values of ``array`` along ``axis`` sorted stably (equal elements keep their order;
+    NaN sorts as the largest, as in PyTorch), and the int64 indices they came from: all of
+    them (numpy's stable sort, :func:`~tinyattn.kernels.top_k.top_k_numpy` of whole rows),
+    or the ``first`` ones (the selection kernel, :mod:`tinyattn.kernels.top_k`)."""
+    last = axis == array.ndim - 1
+    rows = array if last else np.moveaxis(array, axis, -1)
+    if first is None:
+        values, order = top_k_numpy(rows, rows.shape[-1], descending)
+    else:
+        values, order = top_k(rows, first, descending)
+    if last:
+        return values, order
+    return (np.ascontiguousarray(np.moveaxis(values, -1, axis)),
+            np.ascontiguousarray(np.moveaxis(order, -1, axis)))
 
 
 def getitem(input: Tensor, index: Any) -> Tensor:
@@ -640,8 +644,20 @@ class TopK(NamedTuple):
 
 def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
          sorted: bool = True) -> TopK:
-    """The ``k`` largest (or smallest) entries along ``dim``, with their indices; the values
-    are differentiable (the gradient goes back to the chosen positions)."""
+    """The ``k`` largest (or smallest) entries along ``dim``, in order, with their indices: the
+    first ``k`` of :func:`sort` (NaN counts as the largest; equal values in the order of their
+    positions). The values are differentiable, by the ``Sort`` op's rule: the gradient goes
+    back to the chosen positions. Found without sorting whole rows (the selection kernel of
+    :mod:`tinyattn.kernels.top_k`); ``sorted`` is accepted, and the result is always sorted.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> values, indices = ta.topk(ta.tensor([1.0, 3.0, 2.0, 3.0]), 3)
+    >>> values.tolist(), indices.tolist()
+    ([3.0, 3.0, 2.0], [1, 3, 2])
+    """
+    check_tensor("topk", "input", input)
     axis = normalize_dim("topk", dim, input.ndim)
     size = input.shape[axis] if input.ndim else 1
     k = check_int("topk", "k", k, 0)
@@ -649,9 +665,7 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
         raise ShapeError(f"topk: k ({k}) is larger than the size {size} of dim {dim}")
     if input.ndim == 0:
         return TopK(input, Tensor(np.zeros((), np.int64)))
-    # NaN as the largest, as PyTorch
-    indices = from_numpy(_sort_order(input.numpy(), axis, bool(largest), k))
-    return TopK(_take(input, axis, indices), indices)
+    return TopK(*Sort.apply(input, dim=axis, descending=bool(largest), first=k))
 
 
 class SortResult(NamedTuple):
@@ -704,7 +718,7 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False,
     _check_flag("argsort", "stable", stable)
     if input.ndim == 0:
         return from_numpy(np.zeros((), np.int64))
-    return from_numpy(_sort_order(input.numpy(), axis, descending))
+    return from_numpy(_sorted_along(input.numpy(), axis, descending)[1])
 
 
 def _check_index(op: str, index: Any) -> Tensor:
