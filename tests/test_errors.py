@@ -132,3 +132,25 @@ def test_matmul_mismatch_error_is_raised_before_any_kernel_runs():
     with pytest.raises(ValueError, match=r"\(3, 4\) and \(3, 4\) do not align: 4 != 3"):
         a @ a
     assert a.grad is None
+
+
+def test_the_broadcast_rule_is_numpys():
+    """``validation.broadcast_shapes`` (the shape every broadcasting op checks) against
+    numpy's ``broadcast_shapes``, on every combination of up to three shapes of up to three
+    dims of sizes 0, 1, 2 and 3."""
+    from itertools import product
+
+    from tinyattn.validation import broadcast_shapes
+
+    shapes = [()] + [s for ndim in (1, 2, 3) for s in product((0, 1, 2, 3), repeat=ndim)]
+    rng = np.random.default_rng(0)
+    for count in (1, 2, 3):
+        for picks in rng.integers(len(shapes), size=(4000, count)):
+            group = [shapes[i] for i in picks]
+            try:
+                want = tuple(np.broadcast_shapes(*group))
+            except ValueError:
+                with pytest.raises(ValueError, match="are not broadcastable"):
+                    broadcast_shapes("op", *group)
+            else:
+                assert broadcast_shapes("op", *group) == want, group

@@ -82,9 +82,11 @@ def normalize_dim(op: str, dim: Any, ndim: int, extra: int = 0) -> int:
     A 0-d tensor accepts ``dim`` 0 and -1, as in PyTorch. ``extra=1`` is for ops such as
     ``unsqueeze``/``stack`` that insert a new axis.
     """
+    size = ndim + extra if extra else max(ndim, 1)
+    if type(dim) is int and -size <= dim < size:  # the common case, in two comparisons
+        return dim % size
     if not is_int(dim):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
-    size = ndim + extra if extra else max(ndim, 1)
     if not -size <= dim < size:
         raise IndexError(
             f"{op}: dim {dim} is out of range for a tensor of {ndim} dims "
@@ -110,14 +112,25 @@ def normalize_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple
 
 
 def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
-    """The broadcast of ``shapes``, or a RuntimeError naming every shape (as PyTorch)."""
-    try:
-        return tuple(np.broadcast_shapes(*shapes))
-    except ValueError:
-        listed = " and ".join(str(tuple(s)) for s in shapes)
-        raise ShapeError(
-            f"{op}: shapes {listed} are not broadcastable (each dim must match or be 1)"
-        ) from None
+    """The broadcast of ``shapes``, or a ShapeError naming every shape (as PyTorch).
+
+    numpy's rule, in Python (numpy's ``broadcast_shapes`` builds arrays to find it, several
+    times the cost for the two shapes of an op): the shapes are aligned at their last dims,
+    and each dim is the one size other than 1 its shapes have (1 if none), 0 included.
+    """
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])
+    ndim = max(map(len, shapes), default=0)
+    out = [1] * ndim
+    for shape in shapes:
+        for axis, n in enumerate(shape, ndim - len(shape)):
+            if n != 1:
+                if out[axis] != 1 and out[axis] != n:
+                    listed = " and ".join(str(tuple(s)) for s in shapes)
+                    raise ShapeError(f"{op}: shapes {listed} are not broadcastable (each dim "
+                                     "must match or be 1)")
+                out[axis] = n
+    return tuple(out)
 
 
 def shape_arg(op: str, sizes: tuple, required: bool = False) -> tuple[int, ...]:

@@ -945,6 +945,11 @@ MUTANTS: list[Mutant] = [
            "a number written through a boolean mask into a tensor of a graph goes straight into "
            "its memory, unrecorded: the masked positions still pass gradient back",
            "tests/test_inplace.py", AUTOGRAD),
+    mutant("broadcast-left-aligned", "tinyattn/validation.py",
+           "for axis, n in enumerate(shape, ndim - len(shape)):",
+           "for axis, n in enumerate(shape):",
+           "the broadcast check aligns shapes at their first dims instead of their last",
+           "tests/test_errors.py"),
     mutant("sort-descending-positions-not-mapped-back", "tinyattn/kernels/top_k.py",
            "positions = n - 1 - np.flip(order, -1)",
            "positions = np.flip(order, -1)",
