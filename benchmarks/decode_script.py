@@ -6,15 +6,18 @@ write it: separate query, key and value ``Linear`` layers, heads by ``view`` / `
 a key/value cache that grows by ``torch.cat`` (a ``use_cache`` flag on the model, a
 ``reset_cache`` between generations), scores ``queries @ keys.transpose(2, 3)`` masked by a
 causal ``triu`` buffer and a softmax, GELU, LayerNorm and an output head of its own. Greedy
-decoding feeds the prompt once, then one token per step. The weights are drawn from numpy
-(normal, standard deviation 0.02) and copied in, so both frameworks decode with the same
-numbers and their tokens can be compared.
+decoding feeds the prompt once, then one token per step; with ``--top-k K`` each step first
+sets the logits outside the K largest to -inf (``torch.topk`` and ``torch.where``), as the
+textbooks' ``generate`` does before it samples (the token chosen is the same). The weights are
+drawn from numpy (normal, standard deviation 0.02) and copied in, so both frameworks decode
+with the same numbers and their tokens can be compared.
 
 ``benchmarks/bench_decode.py`` runs it as it is with PyTorch and through ``tinyattn run`` with
 tinyattn, each in its own process. It prints one JSON line: the milliseconds of each decoded
 token after the prompt (median), of the prompt step, and the tokens.
 
-Run: ``python benchmarks/decode_script.py [--prompt 8] [--new 48] [--threads 2]`` (PyTorch), or
+Run: ``python benchmarks/decode_script.py [--prompt 8] [--new 48] [--threads 2] [--top-k K]``
+(PyTorch), or
 ``tinyattn run benchmarks/decode_script.py ...`` (tinyattn).
 """
 
@@ -105,15 +108,22 @@ class GPTModel(nn.Module):
         self.current_pos = 0
 
 
-def generate(model, idx, max_new_tokens):
-    """Greedy decoding with the cache; the seconds of the prompt step and of each new token."""
+def generate(model, idx, max_new_tokens, top_k=None):
+    """Greedy decoding with the cache, the logits outside the ``top_k`` largest set to -inf
+    first when ``top_k`` is given (as the textbooks' ``generate`` does before sampling); the
+    seconds of the prompt step and of each new token."""
     model.reset_kv_cache()
     times = []
     with torch.no_grad():
         start = time.perf_counter()
         logits = model(idx, use_cache=True)
         for _ in range(max_new_tokens):
-            next_idx = logits[:, -1].argmax(dim=-1, keepdim=True)
+            logits = logits[:, -1]
+            if top_k is not None:
+                top_logits, _ = torch.topk(logits, top_k)
+                logits = torch.where(logits < top_logits[:, -1:], torch.tensor(float("-inf")),
+                                     logits)
+            next_idx = logits.argmax(dim=-1, keepdim=True)
             idx = torch.cat([idx, next_idx], dim=1)
             times.append(time.perf_counter() - start)
             start = time.perf_counter()
@@ -126,6 +136,7 @@ def main():
     parser.add_argument("--prompt", type=int, default=8)
     parser.add_argument("--new", type=int, default=48)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--top-k", type=int, default=None)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     model = GPTModel(vocab_size=50257, context_length=1024, emb_dim=768, n_heads=12,
@@ -136,8 +147,8 @@ def main():
             param.copy_(torch.from_numpy(
                 (0.02 * rng.standard_normal(tuple(param.shape))).astype(np.float32)))
     prompt = torch.from_numpy(rng.integers(0, 50257, (1, args.prompt)).astype(np.int64))
-    generate(model, prompt, 2)  # a first pass: numba compiles, torch warms up
-    tokens, times = generate(model, prompt, args.new)
+    generate(model, prompt, 2, args.top_k)  # a first pass: numba compiles, torch warms up
+    tokens, times = generate(model, prompt, args.new, args.top_k)
     print(json.dumps({"ms_per_token": float(np.median(times[1:]) * 1e3),
                       "prompt_ms": times[0] * 1e3, "tokens": tokens[0].tolist()}))
 
