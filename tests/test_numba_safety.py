@@ -168,6 +168,14 @@ def _smoke_dropout(draw):
                                   dropout.dropout_apply_numpy(x, 5, 0.25))
 
 
+def _smoke_special(draw):
+    from tinyattn.kernels import special
+
+    x = draw(3, 11) * 30  # both branches, and results flushed to zero in float32
+    np.testing.assert_allclose(special.sigmoid(x), special.sigmoid_numpy(x), rtol=1e-6,
+                               atol=1e-37)
+
+
 def _smoke_top_k(draw):
     from tinyattn.kernels import top_k
 
@@ -183,6 +191,7 @@ SMOKE_GROUPS = {
     "layer_norm": _smoke_layer_norm, "cross_entropy": _smoke_cross_entropy,
     "embedding": _smoke_embedding, "adamw": _smoke_adamw, "attention": _smoke_attention,
     "counter_rng": _smoke_counter_rng, "dropout": _smoke_dropout, "top_k": _smoke_top_k,
+    "special": _smoke_special,
 }
 
 

@@ -140,9 +140,11 @@ def _top_k(dtype: np.dtype) -> None:
 
 
 def _special(dtype: np.dtype) -> None:
-    from .special import erf
+    from .special import _PARALLEL_MIN_ELEMENTS, erf, sigmoid
 
     erf(np.ones(3, dtype))
+    sigmoid(np.ones(3, dtype))  # serial
+    sigmoid(np.ones(_PARALLEL_MIN_ELEMENTS, dtype))  # parallel
 
 
 #: Every kernel family (a module of tinyattn.kernels) and how to run its kernels once.

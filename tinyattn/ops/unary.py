@@ -19,6 +19,7 @@ from ..dtypes import as_dtype, get_default_dtype, result_type
 from ..errors import DTypeError
 from ..kernels.elementwise import binary, select
 from ..kernels.special import erf as erf_kernel
+from ..kernels.special import sigmoid as sigmoid_kernel
 from ..tensor import Tensor, from_numpy
 from ..validation import is_int, is_number
 from .notation import operand
@@ -233,14 +234,16 @@ class TanhBackward(Function):
 
 
 class Sigmoid(Function):
-    """``y = 1 / (1 + e⁻ˣ)`` (computed without overflow); ``dx = g ⊙ y ⊙ (1 − y)``."""
+    """``y = 1 / (1 + e⁻ˣ)`` (computed without overflow, on the kernel of
+    :mod:`tinyattn.kernels.special`); ``dx = g ⊙ y ⊙ (1 − y)``."""
 
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
         array = x.numpy()
-        e = np.exp(-np.abs(array))
-        y = from_numpy(select(array >= 0, 1 / (1 + e), e / (1 + e)).astype(array.dtype,
-                                                                             copy=False))
+        if array.dtype == np.float16:  # the kernel takes float32 and float64: compute in float32
+            y = from_numpy(sigmoid_kernel(array.astype(np.float32)).astype(np.float16))
+        else:
+            y = from_numpy(sigmoid_kernel(array))
         ctx.save_for_backward(y)
         return y
 
