@@ -7,7 +7,7 @@ import pytest
 from kernel_helpers import DTYPES, numba_threads, reference_counts
 
 import tinyattn as ta
-from tinyattn.kernels import elementwise
+from tinyattn.kernels import elementwise, special
 from tinyattn.kernels.elementwise import (
     OPS,
     PARALLEL_MIN_ELEMENTS,
@@ -19,6 +19,7 @@ from tinyattn.kernels.elementwise import (
     select,
     select_numpy,
 )
+from tinyattn.kernels.parallel import run_tasks
 
 SPECIALS = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e30, -1e-30, 3.0]
 
@@ -274,10 +275,11 @@ def test_relu_where_masked_fill_and_clamp_on_large_tensors(dtype, monkeypatch):
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_sigmoid_and_tanh_on_large_tensors(dtype, monkeypatch):
-    """sigmoid chooses between its two forms by the kernel; both rules run on the threads."""
-    selects, ops = [], []
-    monkeypatch.setattr(elementwise, "run_select",
-                        lambda *args, **kwargs: selects.append(1) or run_select(*args, **kwargs))
+    """sigmoid's forward runs on the threads of its own kernel (:mod:`tinyattn.kernels.special`);
+    the products of both rules on the elementwise kernel's."""
+    launches, ops = [], []
+    monkeypatch.setattr(special, "run_tasks", lambda *args, **kwargs: launches.append(
+        kwargs["parallel"]) or run_tasks(*args, **kwargs))
     monkeypatch.setattr(elementwise, "run_binary",
                         lambda *args, **kwargs: ops.append(args[0]) or run_binary(*args,
                                                                                   **kwargs))
@@ -295,7 +297,7 @@ def test_sigmoid_and_tanh_on_large_tensors(dtype, monkeypatch):
         np.testing.assert_allclose(y.numpy(), truth, rtol=tolerance, atol=tolerance)
         np.testing.assert_allclose(x.grad.numpy(), g_np * slope, rtol=4 * tolerance,
                                    atol=4 * tolerance)
-    assert selects
+    assert launches == [True]
     if elementwise.available_threads() >= 2:
         assert {"mul", "sub"} <= set(ops)
 
