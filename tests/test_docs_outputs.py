@@ -36,8 +36,6 @@ INPUT_COMMENTS = {
     ("docs/lab.md", "forgot the product rule: σ + x σ (1 − σ)"): "a formula, not a figure",
     ("README.md", "step 100's graph, and the maps of the steps before"):
         "the step asked for two lines above (graph_step=100)",
-    ("README.md", "every mutant: 10 min on 2 cores"):
-        "a duration measured once, on one machine (the prose after the block dates it)",
 }
 
 _outputs: dict = {}
