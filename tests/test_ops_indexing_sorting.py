@@ -331,6 +331,10 @@ def test_sort_gradcheck_and_gradgradcheck(dim, descending):
     (lambda x: ta.sort(x.numpy()), TypeError, "input must be a Tensor"),
     (lambda x: ta.argsort(x, -3), IndexError, "out of range"),
     (lambda x: ta.argsort(x, descending=None), TypeError, "descending must be a bool"),
+    (lambda x: ta.topk(x, 2, largest=1), TypeError, "largest must be a bool"),
+    (lambda x: ta.topk(x, 2, sorted="yes"), TypeError, "sorted must be a bool"),
+    (lambda x: ta.topk(x.numpy(), 2), TypeError, "input must be a Tensor"),
+    (lambda x: ta.topk(x, 4), ValueError, "larger than the size 3"),
 ])
 def test_sort_refuses_bad_arguments(call, error, match):
     with pytest.raises(error, match=match):

@@ -663,9 +663,11 @@ def topk(input: Tensor, k: int, dim: int = -1, largest: bool = True,
     k = check_int("topk", "k", k, 0)
     if k > size:
         raise ShapeError(f"topk: k ({k}) is larger than the size {size} of dim {dim}")
+    largest = _check_flag("topk", "largest", largest)
+    _check_flag("topk", "sorted", sorted)
     if input.ndim == 0:
         return TopK(input, Tensor(np.zeros((), np.int64)))
-    return TopK(*Sort.apply(input, dim=axis, descending=bool(largest), first=k))
+    return TopK(*Sort.apply(input, dim=axis, descending=largest, first=k))
 
 
 class SortResult(NamedTuple):

@@ -233,17 +233,21 @@ class TanhBackward(Function):
         return f"−2 {operand(g)} ⊙ {operand(x[0])} ⊙ {operand(x[1])}"
 
 
+def _on_kernel(kernel: Callable[[np.ndarray], np.ndarray], array: np.ndarray) -> np.ndarray:
+    """``kernel(array)`` for an elementwise kernel of float32 and float64: float16 is computed
+    in float32 and rounded back."""
+    if array.dtype == np.float16:
+        return kernel(array.astype(np.float32)).astype(np.float16)
+    return kernel(array)
+
+
 class Sigmoid(Function):
     """``y = 1 / (1 + e⁻ˣ)`` (computed without overflow, on the kernel of
     :mod:`tinyattn.kernels.special`); ``dx = g ⊙ y ⊙ (1 − y)``."""
 
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
-        array = x.numpy()
-        if array.dtype == np.float16:  # the kernel takes float32 and float64: compute in float32
-            y = from_numpy(sigmoid_kernel(array.astype(np.float32)).astype(np.float16))
-        else:
-            y = from_numpy(sigmoid_kernel(array))
+        y = from_numpy(_on_kernel(sigmoid_kernel, x.numpy()))
         ctx.save_for_backward(y)
         return y
 
@@ -388,9 +392,7 @@ class Erf(Function):
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
         ctx.save_for_backward(x)
-        if x.dtype == np.float16:  # the kernel takes float32 and float64: compute in float32
-            return from_numpy(erf_kernel(x.numpy().astype(np.float32)).astype(np.float16))
-        return from_numpy(erf_kernel(x.numpy()))
+        return from_numpy(_on_kernel(erf_kernel, x.numpy()))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
