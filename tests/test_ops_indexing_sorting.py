@@ -52,6 +52,7 @@ OPS = {
     "Expand": (lambda a: a.expand(3, 2, 4), [_arr(2, 1)], "Expand"),
     "Tile": (lambda a: a.repeat(2, 1, 3), [_arr(2, 3)], "Tile"),
     "Copy": (lambda a: a.transpose(0, 1).contiguous(), [_arr(2, 3)], "Copy"),
+    "Flip": (lambda a: a.flip((0, -1)), [_arr(2, 3, 2)], "Flip"),
     "GetItem-basic": (lambda a: a[1, ::2], [_arr(3, 4)], "GetItem"),
     "GetItem-advanced": (lambda a: a[[0, 2, 0], 1:], [_arr(3, 4)], "GetItem"),
     "GetItem-mask": (lambda a: a[ta.tensor(np.array([[True, False, True, True]] * 3))],
@@ -114,9 +115,9 @@ def test_each_op_gradient_matches_finite_differences(name):
 
 
 FUNCTIONS = [shape_ops.Reshape, shape_ops.Permute, shape_ops.Expand, shape_ops.Tile,
-             shape_ops.Copy, index_ops.GetItem, index_ops.IndexScatter, index_ops.IndexPut,
-             index_ops.Cat, index_ops.Stack, index_ops.Scatter, index_ops.IndexFill,
-             index_ops.Sort]
+             shape_ops.Flip, shape_ops.Copy, index_ops.GetItem, index_ops.IndexScatter,
+             index_ops.IndexPut, index_ops.Cat, index_ops.Stack, index_ops.Scatter,
+             index_ops.IndexFill, index_ops.Sort]
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
@@ -143,6 +144,8 @@ def test_formulas_name_the_gradient_and_the_layout():
                                      "Y") == "gᵀ"
     assert shape_ops.Permute.formula(_node(x.permute(2, 0, 1), "Permute"), 0, "g", ["X"],
                                      "Y") == "permute(g, (1, 2, 0))"
+    assert shape_ops.Flip.formula(_node(x.flip((2, 0)), "Flip"), 0, "g", ["X"],
+                                  "Y") == "flip(g, (0, 2))"
     assert index_ops.GetItem.formula(_node(x[0], "GetItem"), 0, "g", ["X"],
                                      "Y") == "scatter(g, index)"
     cat = _node(ta.cat([x, y], 1), "Cat")

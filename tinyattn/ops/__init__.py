@@ -11,7 +11,8 @@ file                   ops
 ``compare.py``         comparisons, logic, Maximum (maximum/minimum)
 ``reduce.py``          Sum, Mean, Var (std), Prod, Extremum (amax/amin, max/min),
                        LogSumExp, CumSum, Norm (norm, vector and matrix norms)
-``shape.py``           Reshape, Permute, Expand, Tile (repeat), Copy (clone/contiguous)
+``shape.py``           Reshape, Permute, Expand, Tile (repeat), Flip, Copy
+                       (clone/contiguous)
 ``index.py``           GetItem, IndexScatter, IndexPut (setitem), Cat, Stack, Scatter
                        (scatter/scatter_add), IndexFill, Sort (sort/argsort, topk)
 ``masking.py``         Where, MaskedFill, Triangle (triu/tril)

@@ -1,9 +1,9 @@
-"""Shape ops: reshape/view, permute/transpose, expand, repeat, squeeze/unsqueeze, flatten,
-contiguous.
+"""Shape ops: reshape/view, permute/transpose, expand, repeat, flip, squeeze/unsqueeze,
+flatten, contiguous.
 
 None of these change a value, so each backward only moves the gradient back into the input's
-layout: reshape it back, permute it back, or (for ``expand``) return it unchanged so the
-engine's ``unbroadcast`` sums it. Each backward is written with these same ops, so it is
+layout: reshape it back, permute it back, flip it back, or (for ``expand``) return it unchanged
+so the engine's ``unbroadcast`` sums it. Each backward is written with these same ops, so it is
 differentiable again.
 
 Reshape, permute, transpose, (un)squeeze are called inside other ops' backward rules all the
@@ -121,6 +121,25 @@ class Tile(Function):
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"sum_copies({g}, reps={tuple(node.reps)})"
+
+
+class Flip(Function):
+    """``y = x`` reversed along ``axes`` (``y[…, i, …] = x[…, n − 1 − i, …]``), in new memory;
+    ``dx = g`` reversed along the same axes (a reversal is its own inverse)."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...]) -> Tensor:
+        return from_numpy(np.flip(x.numpy(), axes).copy())
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return Flip.apply(grad, axes=ctx.kwargs["axes"])
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"flip({g}, {tuple(node.kwargs['axes'])})"
 
 
 class Copy(Function):
@@ -427,16 +446,11 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
 
 def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
-    """``input`` reversed along ``dims``."""
-    from .index import getitem
-
-    axes = {normalize_dim("flip", d, input.ndim) for d in
-            (dims if isinstance(dims, (tuple, list)) else (dims,))}
-    if input.ndim == 0:
-        return input
-    key = tuple(Tensor(np.arange(n - 1, -1, -1)) if i in axes else slice(None)
-                for i, n in enumerate(input.shape))
-    out = input
-    for i in sorted(axes):
-        out = getitem(out, (slice(None),) * i + (key[i],))
-    return out
+    """``input`` reversed along ``dims`` (an int or a sequence of them), in new memory, as
+    ``torch.flip`` (:class:`Flip`)."""
+    check_tensor("flip", "input", input)
+    listed = dims if isinstance(dims, (tuple, list)) else (dims,)
+    axes = tuple(sorted({normalize_dim("flip", d, input.ndim) for d in listed}))
+    if len(axes) != len(listed):
+        raise ShapeError(f"flip: dims {dims} name the same axis twice")
+    return Flip.apply(input, axes=axes if input.ndim else ())  # a 0-d tensor's dim 0 is itself
