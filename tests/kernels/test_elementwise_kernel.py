@@ -14,6 +14,8 @@ from tinyattn.kernels.elementwise import (
     SELECT_MIN_ELEMENTS,
     binary,
     binary_numpy,
+    clamp,
+    clamp_numpy,
     run_binary,
     run_select,
     select,
@@ -271,6 +273,52 @@ def test_relu_where_masked_fill_and_clamp_on_large_tensors(dtype, monkeypatch):
             np.testing.assert_array_equal(other.grad.numpy(), dother.astype(dtype),
                                           err_msg=name)
         assert calls, f"{name} did not select through the kernel"
+
+
+BOUNDS = [(-0.5, 2.0), (0.0, None), (-0.0, None), (None, 0.0), (None, -1e30), (2.0, -0.5),
+          (np.inf, None), (-np.inf, np.inf), (0.0, 0.0)]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("low, high", BOUNDS)
+@pytest.mark.parametrize("size", [0, 1, 7 * 1003, PARALLEL_MIN_ELEMENTS + 13])
+def test_clamp_gives_its_twins_bits_on_one_thread_and_on_all(dtype, low, high, size):
+    """Signed zeros, infinities and NaN against every bound, a bound above the other, sizes
+    around the vector width and past the threaded size, on one thread and on all."""
+    x = np.resize(_operands(dtype, max(size, 64))[0], size)
+    expected = clamp_numpy(x, low, high)
+    for threads in (1, 2):
+        with numba_threads(threads):
+            got = clamp(x, low, high)
+        assert got.dtype == x.dtype and got.shape == x.shape
+        np.testing.assert_array_equal(_bits(got), _bits(expected))
+    assert np.isnan(expected[np.isnan(x)]).all()  # the twin itself: NaN stays NaN ...
+    if low is not None and high is not None and low > high:
+        assert (expected[~np.isnan(x)] == high).all()  # ... and high wins over a higher low
+
+
+def test_clamp_takes_strided_and_shaped_input():
+    x = _operands(np.float32, 4 * 300)[0].reshape(4, 300)[:, ::-3]
+    got = clamp(x, -1.0, 1.0)
+    assert got.shape == x.shape
+    np.testing.assert_array_equal(_bits(got), _bits(clamp_numpy(x, -1.0, 1.0)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_clamp_and_relu_equal_pytorch_on_signed_zeros_and_nan(dtype):
+    torch = pytest.importorskip("torch")
+    values = SPECIALS if dtype != "int64" else [0, -3, 5, 2**40, -(2**40)]
+    x = np.array(values * 3, dtype)
+    for low, high in [(0, None), (None, 0), (-1, 2), (2, -1)] + (
+            [(-0.0, None), (None, -0.0), (0.0, -0.0)] if dtype != "int64" else []):
+        got = ta.clamp(ta.tensor(x), low, high).numpy()
+        theirs = torch.clamp(torch.from_numpy(x), low, high).numpy()
+        assert got.dtype == theirs.dtype, (low, high)
+        np.testing.assert_array_equal(got.view(np.uint8), theirs.view(np.uint8), err_msg=str(
+            (low, high)))
+    if dtype != "int64":
+        np.testing.assert_array_equal(ta.relu(ta.tensor(x)).numpy(),
+                                      torch.relu(torch.from_numpy(x)).numpy())
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])

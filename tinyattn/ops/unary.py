@@ -17,7 +17,9 @@ from ..autograd import Context, Function
 from ..creation import zeros_like
 from ..dtypes import as_dtype, get_default_dtype, result_type
 from ..errors import DTypeError
-from ..kernels.elementwise import binary, select
+from ..kernels import FLOAT_DTYPES
+from ..kernels.elementwise import binary, clamp_numpy
+from ..kernels.elementwise import clamp as clamp_kernel
 from ..kernels.special import erf as erf_kernel
 from ..kernels.special import sigmoid as sigmoid_kernel
 from ..tensor import Tensor, from_numpy
@@ -296,8 +298,7 @@ class Relu(Function):
 
     @staticmethod
     def forward(ctx: Context, x: Tensor) -> Tensor:
-        array = x.numpy()
-        y = from_numpy(select(array < 0, np.zeros((), array.dtype), array))  # keeps NaN
+        y = from_numpy(_clamped(x.numpy(), 0, None))
         ctx.save_for_backward(y)
         return y
 
@@ -410,28 +411,30 @@ class Clamp(Function):
 
     @staticmethod
     def forward(ctx: Context, x: Tensor, low: float | None, high: float | None) -> Tensor:
-        array = x.numpy()
-        inside = np.ones(array.shape, bool)
-        y = array
-        if low is not None:
-            inside &= array >= low
-            y = select(array < low, np.asarray(low, array.dtype), y)
-        if high is not None:
-            inside &= array <= high
-            y = select(y > high, np.asarray(high, array.dtype), y)
-        ctx.save_for_backward(from_numpy(inside))
-        return from_numpy(np.array(y, dtype=array.dtype, copy=y is array))
+        ctx.save_for_backward(x)
+        return from_numpy(_clamped(x.numpy(), low, high))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> tuple[Tensor, None, None]:
         from .masking import where
 
-        (inside,) = ctx.saved_tensors
+        (x,) = ctx.saved_tensors
+        _, low, high = ctx.inputs
+        inside = None if low is None else x >= low
+        if high is not None:
+            inside = x <= high if inside is None else inside & (x <= high)
         return where(inside, grad, 0.0), None, None
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"{operand(g)} ⊙ [low ≤ {x[0]} ≤ high]"
+
+
+def _clamped(array: np.ndarray, low: float | None, high: float | None) -> np.ndarray:
+    """``min(max(array, low), high)``: the kernel for floats, its numpy twin for the rest."""
+    if array.dtype in FLOAT_DTYPES:
+        return clamp_kernel(array, low, high)
+    return clamp_numpy(array, low, high)
 
 
 class Cast(Function):
