@@ -176,6 +176,15 @@ def _smoke_special(draw):
                                atol=1e-37)
 
 
+def _smoke_row_sums(draw):
+    from tinyattn.kernels import row_sums
+
+    x = draw(3, 11)
+    for squares in (False, True):
+        np.testing.assert_allclose(row_sums.row_sums(x, 11.0, squares),
+                                   row_sums.row_sums_numpy(x, 11.0, squares), rtol=1e-6)
+
+
 def _smoke_top_k(draw):
     from tinyattn.kernels import top_k
 
@@ -191,7 +200,7 @@ SMOKE_GROUPS = {
     "layer_norm": _smoke_layer_norm, "cross_entropy": _smoke_cross_entropy,
     "embedding": _smoke_embedding, "adamw": _smoke_adamw, "attention": _smoke_attention,
     "counter_rng": _smoke_counter_rng, "dropout": _smoke_dropout, "top_k": _smoke_top_k,
-    "special": _smoke_special,
+    "special": _smoke_special, "row_sums": _smoke_row_sums,
 }
 
 

@@ -125,6 +125,13 @@ def _column_sums(dtype: np.dtype) -> None:
     column_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype))  # parallel
 
 
+def _row_sums(dtype: np.dtype) -> None:
+    from .row_sums import _PARALLEL_MIN_ELEMENTS, row_sums
+
+    row_sums(np.ones((2, 3), dtype), 1.0)  # serial (the squares take the same kernel)
+    row_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype), 1.0)  # parallel
+
+
 def _elementwise(dtype: np.dtype) -> None:
     from .elementwise import run_binary, run_select
 
@@ -153,6 +160,6 @@ FAMILIES: dict[str, Callable[[np.dtype], None]] = {
     "layer_norm": _layer_norm, "cross_entropy": _cross_entropy, "embedding": _embedding,
     "gelu": _gelu,
     "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
-    "column_sums": _column_sums, "elementwise": _elementwise, "special": _special,
-    "top_k": _top_k,
+    "column_sums": _column_sums, "row_sums": _row_sums, "elementwise": _elementwise,
+    "special": _special, "top_k": _top_k,
 }

@@ -19,6 +19,8 @@ import numpy as np
 from .. import dtypes
 from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError, ShapeError
+from ..kernels import FLOAT_DTYPES
+from ..kernels.row_sums import row_sums
 from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import is_int, is_number, normalize_dim, normalize_dims
 from . import unary
@@ -72,6 +74,20 @@ def _reduced_count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return count
 
 
+def _trailing_sums(array: np.ndarray, axes: tuple[int, ...], keepdim: bool, mean: bool,
+                   squares: bool = False) -> np.ndarray | None:
+    """The sums (or means; of the squares when ``squares``) of ``array`` over ``axes`` through
+    the row-sums kernel, when ``axes`` are its last dims (``sum(-1)``, ``mean()``) and it is a
+    non-empty C-contiguous float32 or float64 array; else None."""
+    ndim = array.ndim
+    if (array.dtype not in FLOAT_DTYPES or not array.size or not axes
+            or axes != tuple(range(ndim - len(axes), ndim)) or not array.flags.c_contiguous):
+        return None
+    count = _reduced_count(array.shape, axes)
+    sums = row_sums(array.reshape(-1, count), count if mean else 1, squares)
+    return sums.reshape(_reduced_shape(array.shape, axes, keepdim))
+
+
 class Sum(Function):
     """``y = Σ_axes x``; ``dx = g`` copied along the summed axes."""
 
@@ -80,7 +96,12 @@ class Sum(Function):
     @staticmethod
     def forward(ctx: Context, x: Tensor, *, axes: tuple[int, ...], keepdim: bool,
                 dtype: np.dtype | None) -> Tensor:
-        return from_numpy(np.asarray(x.numpy().sum(axis=axes, keepdims=keepdim, dtype=dtype)))
+        array = x.numpy()
+        if dtype is None or dtype == array.dtype:
+            sums = _trailing_sums(array, axes, keepdim, mean=False)
+            if sums is not None:
+                return from_numpy(sums)
+        return from_numpy(np.asarray(array.sum(axis=axes, keepdims=keepdim, dtype=dtype)))
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
@@ -104,6 +125,9 @@ class Mean(Function):
         if not count:  # the mean of nothing is NaN, as in PyTorch
             return from_numpy(np.full(_reduced_shape(array.shape, axes, keepdim), np.nan,
                                       array.dtype))
+        means = _trailing_sums(array, axes, keepdim, mean=True)
+        if means is not None:
+            return from_numpy(means)
         total = array.sum(axis=axes, keepdims=keepdim)
         return from_numpy(np.asarray(total / array.dtype.type(count)))
 
@@ -324,7 +348,10 @@ class Norm(Function):
         array = x.numpy()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if ord == 2:
-                y = np.sqrt((array * array).sum(axis=axes, keepdims=keepdim))
+                squares = _trailing_sums(array, axes, keepdim, mean=False, squares=True)
+                if squares is None:
+                    squares = (array * array).sum(axis=axes, keepdims=keepdim)
+                y = np.sqrt(squares)
             elif ord == 1:
                 y = np.abs(array).sum(axis=axes, keepdims=keepdim)
             elif ord == 0:

@@ -1,0 +1,118 @@
+"""The row-sum kernel (sum, mean and the 2-norm over trailing dims) against exact sums, its
+numpy twin and PyTorch."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from kernel_helpers import DTYPES, numba_threads
+
+import tinyattn as ta
+from tinyattn.kernels import row_sums as row_sums_module
+from tinyattn.kernels.row_sums import _PARALLEL_MIN_ELEMENTS, row_sums, row_sums_numpy
+
+SHAPES = [(1, 1), (3, 7), (17, 65), (64, 4096), (1, 262_147), (3, _PARALLEL_MIN_ELEMENTS // 3 + 5),
+          (5, 0), (0, 4)]
+
+
+def _exact(x: np.ndarray, divisor: float, squares: bool) -> np.ndarray:
+    """Each row's sum correctly rounded (``math.fsum``; the squares rounded to ``x``'s dtype
+    first, as the kernel forms them), divided in float64."""
+    terms = (x * x if squares else x).astype(np.float64)
+    return np.array([math.fsum(row) / divisor for row in terms])
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("divisor, squares", [(1.0, False), (7.0, False), (1.0, True)])
+def test_each_row_is_its_exact_sum_rounded_once(dtype, shape, divisor, squares):
+    """float32 results within one rounding of the exact sum (numpy's float32 sum is not);
+    float64 within the reassociated float64 sum's error."""
+    rng = np.random.default_rng(shape[0] * 31 + shape[1])
+    x = (rng.standard_normal(shape) + 0.1).astype(dtype)
+    got = row_sums(x, divisor, squares)
+    assert got.dtype == dtype and got.shape == (shape[0],)
+    exact = _exact(x, divisor, squares)
+    if dtype == np.float32:
+        bound = np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    else:
+        bound = 1e-15 * (np.abs(x) ** (2 if squares else 1)).sum(axis=1) / divisor + 1e-300
+    assert np.all(np.abs(got - exact) <= bound), np.max(np.abs(got - exact) / bound)
+    twin = row_sums_numpy(x, divisor, squares)
+    assert np.all(np.abs(twin - exact) <= bound)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_non_finite_values_propagate_as_in_a_plain_sum(dtype):
+    x = np.ones((5, 70), dtype)
+    x[0, 3], x[1, 69], x[2, :2], x[3, 5] = np.nan, np.inf, (np.inf, -np.inf), -np.inf
+    for squares in (False, True):
+        with np.errstate(invalid="ignore"):
+            got, want = row_sums(x, 1.0, squares), row_sums_numpy(x, 1.0, squares)
+        np.testing.assert_array_equal(got, want)
+    assert np.isnan(row_sums(x, 1.0)[[0, 2]]).all() and row_sums(x, 1.0)[4] == 70
+
+
+def test_one_and_two_threads_give_the_same_bits():
+    x = np.random.default_rng(1).standard_normal((2049, 100)).astype(np.float32)
+    assert x.size >= _PARALLEL_MIN_ELEMENTS
+    for squares in (False, True):
+        with numba_threads(1):
+            one = row_sums(x, 3.0, squares)
+        with numba_threads(2):
+            two = row_sums(x, 3.0, squares)
+        np.testing.assert_array_equal(one, two)
+
+
+REDUCTIONS = {
+    "sum(-1)": (lambda t: t.sum(-1), lambda a: a.sum(-1)),
+    "sum()": (lambda t: t.sum(), lambda a: a.sum()),
+    "sum((1, 2))": (lambda t: t.sum((1, 2), keepdim=True), lambda a: a.sum((1, 2), keepdim=True)),
+    "mean(-1, keepdim)": (lambda t: t.mean(-1, keepdim=True),
+                          lambda a: a.mean(-1, keepdim=True)),
+    "mean()": (lambda t: t.mean(), lambda a: a.mean()),
+    "norm(dim=-1)": (lambda t: t.norm(dim=-1), lambda a: a.norm(dim=-1)),
+    "norm()": (lambda t: t.norm(), lambda a: a.norm()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REDUCTIONS))
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_ops_over_trailing_dims_take_the_kernel_and_equal_pytorch(name, dtype,
+                                                                     monkeypatch):
+    torch = pytest.importorskip("torch")
+    calls, run_tasks = [], row_sums_module.run_tasks
+    monkeypatch.setattr(row_sums_module, "run_tasks", lambda *args, **kwargs: calls.append(1)
+                        or run_tasks(*args, **kwargs))
+    ours, theirs = REDUCTIONS[name]
+    x = np.random.default_rng(2).standard_normal((4, 6, 130)).astype(dtype)
+    got = ours(ta.tensor(x)).numpy()
+    want = theirs(torch.from_numpy(x.astype(np.float64))).numpy()
+    assert calls, f"{name} did not take the kernel"
+    assert got.dtype == x.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=2e-7 if dtype == "float32" else 1e-14,
+                               atol=1e-6 if dtype == "float32" else 1e-13)
+
+
+@pytest.mark.parametrize("layout", ["leading dim", "middle dim", "not contiguous", "float16",
+                                    "int64", "dims out of order"])
+def test_what_the_kernel_does_not_take_goes_to_numpy(layout, monkeypatch):
+    monkeypatch.setattr(row_sums_module, "run_tasks", lambda *args, **kwargs: pytest.fail(
+        "the kernel took a reduction it does not handle"))
+    x = np.random.default_rng(3).standard_normal((3, 4, 5))
+    reduce = {
+        "leading dim": lambda t: t.sum(0), "middle dim": lambda t: t.mean(1),
+        "not contiguous": lambda t: t.transpose(0, 2).sum(-1),
+        "float16": lambda t: t.half().sum(-1), "int64": lambda t: t.long().sum(-1),
+        "dims out of order": lambda t: t.sum((2, 1)),
+    }[layout]
+    expected = {
+        "leading dim": x.sum(0), "middle dim": x.mean(1), "not contiguous": x.T.sum(-1),
+        "float16": x.astype(np.float16).sum(-1), "int64": x.astype(np.int64).sum(-1),
+        "dims out of order": x.sum((2, 1)),
+    }[layout]
+    got = reduce(ta.tensor(x)).numpy()
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-3 if layout == "float16" else 1e-12)
