@@ -74,6 +74,18 @@ def test_huge_logits_stay_finite(dtype, magnitude):
     assert np.isfinite(log_softmax_backward(ly, grad)).all()
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_maximum_is_found_at_every_position_of_a_row(dtype):
+    """A logit of 1e4 at each position of rows of 37 (every lane of the maximum's eight chains,
+    and its tail) and of 8: the shift must be that logit, or ``e^(1e4 − m)`` overflows."""
+    for length in (8, 37):
+        x = np.zeros((length, length), dtype)
+        np.fill_diagonal(x, 1e4)
+        np.testing.assert_array_equal(softmax_forward(x), np.eye(length, dtype=dtype))
+        log_y = log_softmax_forward(x)
+        np.testing.assert_array_equal(np.diagonal(log_y), np.zeros(length, dtype))
+
+
 @given(
     shape=st.lists(st.integers(1, 9), min_size=1, max_size=3).map(tuple),
     dtype=st.sampled_from(DTYPES),
