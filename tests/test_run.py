@@ -76,6 +76,25 @@ def test_the_folder_of_a_linked_script_is_the_target_folder_as_in_python(tmp_pat
     assert json.loads(ours.stdout)["path0"] == str(target.parent)
 
 
+def test_the_pythonpath_stays_when_the_runner_is_started_with_python_p(tmp_path):
+    """``python -P -m tinyattn run`` (no working directory first on sys.path) keeps every
+    PYTHONPATH entry before the script's folder, as ``python script.py`` does."""
+    write(tmp_path / "lib" / "helper_package" / "__init__.py", "NAME = 'found'\n")
+    write(tmp_path / "scripts" / "main.py", """
+        import sys
+        import helper_package
+        print(helper_package.NAME, sys.path[0])
+    """)
+    env = _env()
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(tmp_path / "lib"),
+                                                      env.get("PYTHONPATH")]))
+    results = [subprocess.run([sys.executable, *runner, "scripts/main.py"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=900)
+               for runner in (["-P", "-m", "tinyattn", "run"], [])]
+    assert [r.returncode for r in results] == [0, 0], results[0].stderr
+    assert results[0].stdout == results[1].stdout == f"found {tmp_path / 'scripts'}\n"
+
+
 def test_torch_and_its_submodules_are_tinyattns_in_the_script_and_its_modules(tmp_path):
     write(tmp_path / "helper.py", """
         import torch.nn.functional as F

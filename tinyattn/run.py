@@ -178,9 +178,9 @@ def _as_main(script: str, path: str, args: Sequence[str]) -> Iterator[dict[str, 
     sys.modules["__main__"] = main
     sys.argv = [script, *args]
     folder = os.path.dirname(os.path.realpath(path))
-    if sys.path:
+    if sys.path and not sys.flags.safe_path:  # [0]: the runner's own folder (or -m's cwd)
         sys.path[0] = folder
-    else:
+    else:  # python -P put nothing of its own first: [0] may be a PYTHONPATH entry
         sys.path.insert(0, folder)
     try:
         yield main.__dict__
