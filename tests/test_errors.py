@@ -82,6 +82,8 @@ CASES = [
      r"view: size \[6\] is not compatible with the input's size and strides"),
     ("triu-1d", lambda: ta.triu(ta.ones(3)), ValueError,
      r"triu: expected a tensor of at least 2 dims, got shape \(3,\)"),
+    ("t-of-3d", lambda: ta.ones(2, 3, 4).t(), ta.errors.ShapeError,
+     r"t: expects a tensor of at most 2 dims, got shape \(2, 3, 4\)"),
     ("flip-twice", lambda: X.flip((1, -1)), ta.errors.ShapeError,
      r"flip: dims \(1, -1\) name the same axis twice"),
     ("flip-out-of-range", lambda: X.flip(2), IndexError, r"flip: dim 2 is out of range"),

@@ -59,6 +59,7 @@ CASES = {
         m.arange(3).repeat_interleave(2), "repeat_interleave-dim": lambda m:
         x(m).repeat_interleave(2, dim=1), "permute": lambda m: x(m).permute(2, 0, 1),
     "transpose": lambda m: x(m).transpose(-2, -1), "T": lambda m: x(m)[0].T,
+    "t": lambda m: (x(m)[0].t(), m.t(x(m)[0, 0])),
     "mT": lambda m: x(m).mT, "unsqueeze": lambda m: x(m).unsqueeze(1),
     "squeeze-tuple": lambda m: x(m)[:, :1, :1].squeeze((1, 2)),
     "expand": lambda m: x(m)[:, :1].expand(-1, 5, -1), "expand_as": lambda m:

@@ -178,6 +178,7 @@ from .ops import (
     std,
     sub,
     sum,
+    t,
     tanh,
     topk,
     transpose,
@@ -231,7 +232,7 @@ __all__ = [
     "randn_like", "randperm", "relu", "repeat_interleave", "reshape", "result_type", "rsqrt",
     "save", "scatter", "scatter_add", "seed", "set_grad_enabled", "set_num_threads",
     "set_printoptions", "short", "sigmoid", "sin", "Size", "softmax", "sort", "split", "sqrt",
-    "squeeze", "stack", "std", "sub", "sum", "swapaxes", "tanh", "Tensor", "tensor", "topk",
+    "squeeze", "stack", "std", "sub", "sum", "swapaxes", "t", "tanh", "Tensor", "tensor", "topk",
     "TransformerLM", "transpose", "tril", "triu", "uint8", "unbind", "unsqueeze", "utils",
     "var", "where", "zeros", "zeros_like",
 ]

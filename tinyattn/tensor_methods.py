@@ -449,6 +449,10 @@ class TensorMethods:
         :func:`tinyattn.topk`."""
         return _ops.topk(self, k, dim, largest, sorted)
 
+    def t(self):
+        """The transpose of a matrix (a 0-D or 1-D tensor as it is): :func:`tinyattn.t`."""
+        return _ops.t(self)
+
     def transpose(self, dim0, dim1):
         """``input`` with axes ``dim0`` and ``dim1`` swapped: :func:`tinyattn.transpose`."""
         return _ops.transpose(self, dim0, dim1)

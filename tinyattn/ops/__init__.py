@@ -100,6 +100,7 @@ from .shape import (
     reshape,
     split,
     squeeze,
+    t,
     transpose,
     unbind,
     unflatten,
@@ -143,7 +144,7 @@ __all__ = [
     "permute", "pow", "prod", "reciprocal", "relu", "remainder", "repeat", "repeat_interleave",
     "reshape",
     "round", "rsqrt", "setitem", "sigmoid", "sign", "sin", "softmax", "split", "sqrt",
-    "square", "squeeze", "stack", "std", "sub", "sum", "tanh", "topk", "transpose", "tril",
+    "square", "squeeze", "stack", "std", "sub", "sum", "t", "tanh", "topk", "transpose", "tril",
     "triu", "trunc", "unbind", "unflatten", "unsqueeze", "var", "view", "where",
     "argsort", "index_fill", "nonzero", "outer", "scatter", "scatter_add", "sort",
 ]

@@ -260,6 +260,16 @@ def transpose(input: Tensor, dim0: int, dim1: int) -> Tensor:
     return Permute.apply(input, dims=tuple(order))
 
 
+def t(input: Tensor) -> Tensor:
+    """The transpose of a matrix, as ``torch.t``: dims 0 and 1 of a 2-D tensor swapped (a
+    view), a 0-D or 1-D tensor as it is."""
+    check_tensor("t", "input", input)
+    if input.ndim > 2:
+        raise ShapeError(f"t: expects a tensor of at most 2 dims, got shape {input.shape}; "
+                         "use transpose(dim0, dim1) or .mT")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
 def movedim(input: Tensor, source: int, destination: int) -> Tensor:
     """``input`` with dim ``source`` moved to position ``destination``."""
     order = list(range(input.ndim))
