@@ -992,6 +992,12 @@ MUTANTS: list[Mutant] = [
            "out[i] = row_sum(x[i]) / divisor",
            "the row-sum kernel sums the values where their squares were asked for (the 2-norm)",
            "tests/kernels/test_row_sums.py"),
+    mutant("row-sums-kernel-deviations-from-zero", "tinyattn/kernels/row_sums.py",
+           "row_squared_deviations(x[i], row_sum(x[i]) / x.shape[1]) / divisor",
+           "row_squared_deviations(x[i], 0.0) / divisor",
+           "the row-sum kernel's deviations are taken from 0, not from the row's mean (var is "
+           "the mean square)",
+           "tests/kernels/test_row_sums.py"),
     mutant("trailing-sums-any-axes", "tinyattn/ops/reduce.py",
            "            or axes != tuple(range(ndim - len(axes), ndim))",
            "            or len(axes) > ndim",

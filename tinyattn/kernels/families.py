@@ -128,7 +128,7 @@ def _column_sums(dtype: np.dtype) -> None:
 def _row_sums(dtype: np.dtype) -> None:
     from .row_sums import _PARALLEL_MIN_ELEMENTS, row_sums
 
-    row_sums(np.ones((2, 3), dtype), 1.0)  # serial (the squares take the same kernel)
+    row_sums(np.ones((2, 3), dtype), 1.0)  # serial (every kind of terms: one kernel)
     row_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype), 1.0)  # parallel
 
 

@@ -74,17 +74,18 @@ def _reduced_count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
     return count
 
 
-def _trailing_sums(array: np.ndarray, axes: tuple[int, ...], keepdim: bool, mean: bool,
-                   squares: bool = False) -> np.ndarray | None:
-    """The sums (or means; of the squares when ``squares``) of ``array`` over ``axes`` through
-    the row-sums kernel, when ``axes`` are its last dims (``sum(-1)``, ``mean()``) and it is a
-    non-empty C-contiguous float32 or float64 array; else None."""
+def _trailing_sums(array: np.ndarray, axes: tuple[int, ...], keepdim: bool,
+                   divisor: float | None = None, terms: str = "values") -> np.ndarray | None:
+    """``Σ t(x) / divisor`` of ``array`` over ``axes`` through the row-sum kernel (``t`` the
+    values, their squares or their deviations from the mean, as ``terms`` says; ``divisor``
+    the count of reduced elements when None), when ``axes`` are its last dims (``sum(-1)``,
+    ``mean()``) and it is a non-empty C-contiguous float32 or float64 array; else None."""
     ndim = array.ndim
     if (array.dtype not in FLOAT_DTYPES or not array.size or not axes
             or axes != tuple(range(ndim - len(axes), ndim)) or not array.flags.c_contiguous):
         return None
     count = _reduced_count(array.shape, axes)
-    sums = row_sums(array.reshape(-1, count), count if mean else 1, squares)
+    sums = row_sums(array.reshape(-1, count), count if divisor is None else divisor, terms)
     return sums.reshape(_reduced_shape(array.shape, axes, keepdim))
 
 
@@ -98,7 +99,7 @@ class Sum(Function):
                 dtype: np.dtype | None) -> Tensor:
         array = x.numpy()
         if dtype is None or dtype == array.dtype:
-            sums = _trailing_sums(array, axes, keepdim, mean=False)
+            sums = _trailing_sums(array, axes, keepdim, divisor=1)
             if sums is not None:
                 return from_numpy(sums)
         return from_numpy(np.asarray(array.sum(axis=axes, keepdims=keepdim, dtype=dtype)))
@@ -125,7 +126,7 @@ class Mean(Function):
         if not count:  # the mean of nothing is NaN, as in PyTorch
             return from_numpy(np.full(_reduced_shape(array.shape, axes, keepdim), np.nan,
                                       array.dtype))
-        means = _trailing_sums(array, axes, keepdim, mean=True)
+        means = _trailing_sums(array, axes, keepdim)
         if means is not None:
             return from_numpy(means)
         total = array.sum(axis=axes, keepdims=keepdim)
@@ -153,10 +154,13 @@ class Var(Function):
                 correction: float) -> Tensor:
         array = x.numpy()
         dof = builtins.max(_reduced_count(array.shape, axes) - correction, 0)
+        ctx.save_for_backward(x)
+        y = _trailing_sums(array, axes, keepdim, divisor=dof, terms="deviations")
+        if y is not None:
+            return from_numpy(y)
         with np.errstate(divide="ignore", invalid="ignore"):
             centered = array - array.mean(axis=axes, keepdims=True)
             y = (centered * centered).sum(axis=axes, keepdims=keepdim) / array.dtype.type(dof)
-        ctx.save_for_backward(x)
         return from_numpy(np.asarray(y, dtype=array.dtype))
 
     @staticmethod
@@ -348,7 +352,7 @@ class Norm(Function):
         array = x.numpy()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if ord == 2:
-                squares = _trailing_sums(array, axes, keepdim, mean=False, squares=True)
+                squares = _trailing_sums(array, axes, keepdim, divisor=1, terms="squares")
                 if squares is None:
                     squares = (array * array).sum(axis=axes, keepdims=keepdim)
                 y = np.sqrt(squares)
