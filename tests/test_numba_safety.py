@@ -185,6 +185,13 @@ def _smoke_row_sums(draw):
                                    row_sums.row_sums_numpy(x, 10.0, terms), rtol=1e-6)
 
 
+def _smoke_cumsum(draw):
+    from tinyattn.kernels import cumsum
+
+    x = draw(6, 11)  # four rows side by side, then two alone
+    np.testing.assert_array_equal(cumsum.cumsum_rows(x), cumsum.cumsum_rows_numpy(x))
+
+
 def _smoke_top_k(draw):
     from tinyattn.kernels import top_k
 
@@ -200,7 +207,7 @@ SMOKE_GROUPS = {
     "layer_norm": _smoke_layer_norm, "cross_entropy": _smoke_cross_entropy,
     "embedding": _smoke_embedding, "adamw": _smoke_adamw, "attention": _smoke_attention,
     "counter_rng": _smoke_counter_rng, "dropout": _smoke_dropout, "top_k": _smoke_top_k,
-    "special": _smoke_special, "row_sums": _smoke_row_sums,
+    "special": _smoke_special, "row_sums": _smoke_row_sums, "cumsum": _smoke_cumsum,
 }
 
 

@@ -132,6 +132,13 @@ def _row_sums(dtype: np.dtype) -> None:
     row_sums(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype), 1.0)  # parallel
 
 
+def _cumsum(dtype: np.dtype) -> None:
+    from .cumsum import _PARALLEL_MIN_ELEMENTS, cumsum_rows
+
+    cumsum_rows(np.ones((2, 3), dtype))  # serial
+    cumsum_rows(np.ones((2, _PARALLEL_MIN_ELEMENTS), dtype))  # parallel
+
+
 def _elementwise(dtype: np.dtype) -> None:
     from .elementwise import run_binary, run_select
 
@@ -160,6 +167,7 @@ FAMILIES: dict[str, Callable[[np.dtype], None]] = {
     "layer_norm": _layer_norm, "cross_entropy": _cross_entropy, "embedding": _embedding,
     "gelu": _gelu,
     "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
-    "column_sums": _column_sums, "row_sums": _row_sums, "elementwise": _elementwise,
+    "column_sums": _column_sums, "row_sums": _row_sums, "cumsum": _cumsum,
+    "elementwise": _elementwise,
     "special": _special, "top_k": _top_k,
 }

@@ -20,6 +20,7 @@ from .. import dtypes
 from ..autograd import Context, Function, is_grad_enabled
 from ..errors import DTypeError, ShapeError
 from ..kernels import FLOAT_DTYPES
+from ..kernels.cumsum import cumsum_rows
 from ..kernels.row_sums import row_sums
 from ..tensor import Tensor, check_tensor, from_numpy
 from ..validation import is_int, is_number, normalize_dim, normalize_dims
@@ -327,6 +328,10 @@ class CumSum(Function):
     @staticmethod
     def forward(ctx: Context, x: Tensor, *, dim: int) -> Tensor:
         array = x.numpy()
+        if (dim == array.ndim - 1 and array.dtype in FLOAT_DTYPES
+                and array.flags.c_contiguous and array.shape[-1]):
+            return from_numpy(cumsum_rows(array.reshape(-1, array.shape[-1])).reshape(
+                array.shape))
         return from_numpy(np.cumsum(array, axis=dim,
                                     dtype=array.dtype if array.dtype.kind == "f" else np.int64))
 
