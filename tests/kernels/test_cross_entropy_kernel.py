@@ -81,6 +81,21 @@ def test_cross_entropy_is_exact_for_huge_logits(dtype, magnitude):
                                rtol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_row_maximum_is_found_at_every_position(dtype):
+    """A logit of 1e4 at each position of rows of 37 (each of the maximum's eight chains, and
+    its tail): the loss of its class is 0 and its gradient one-hot, not NaN from ``e^(1e4)``."""
+    logits = np.zeros((37, 37), dtype)
+    np.fill_diagonal(logits, 1e4)
+    target = np.arange(37)
+    loss, lse = cross_entropy_forward(logits, target, IGNORE, 0.0)
+    np.testing.assert_array_equal(loss, np.zeros(37, dtype))
+    dlogits = cross_entropy_backward(logits, (target + 1) % 37, lse, np.ones(37, dtype), IGNORE,
+                                     0.0)
+    np.testing.assert_array_equal(dlogits, np.eye(37, dtype=dtype) - np.roll(
+        np.eye(37, dtype=dtype), 1, axis=1))
+
+
 def test_cross_entropy_ignored_rows_have_zero_loss_and_gradient():
     rng = np.random.default_rng(1)
     logits, _, grad_rows = make_case(rng, 6, 4, np.float64)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from numba import config, njit
 
-from tinyattn.kernels.reductions import row_squared_deviations, row_sum
+from tinyattn.kernels.reductions import row_maximum, row_squared_deviations, row_sum
 
 LENGTHS = [1, 2, 7, 16, 65, 128, 129, 1000]
 
@@ -21,6 +21,12 @@ def _row_sums(a, out):
 def _row_deviations(a, centres, out):
     for i in range(a.shape[0]):
         out[i] = row_squared_deviations(a[i], centres[i])
+
+
+@njit
+def _row_maxima(a, out):
+    for i in range(a.shape[0]):
+        out[i] = row_maximum(a[i])
 
 
 @njit
@@ -89,3 +95,20 @@ def test_the_sum_is_inlined_into_its_caller_and_summed_in_vector_lanes():
     assert "fadd reassoc <" in inlined and "x double>" in inlined
     # the same loop without permission to reorder stays one scalar chain
     assert "x double>" not in plain
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("length", [0, *LENGTHS])
+def test_the_row_maximum_is_found_at_every_position_and_ignores_nan(dtype, length):
+    """Each position holds the largest value of one row (each of the eight chains and the
+    tail), with a NaN beside it; a row of NaN (or of nothing) has the maximum ``-inf``."""
+    rows = np.random.default_rng(length).standard_normal((length, length)).astype(dtype)
+    np.fill_diagonal(rows, 100.0)
+    if length > 1:
+        rows[np.arange(length), (np.arange(length) + 1) % length] = np.nan
+    out = np.empty(length, dtype)
+    _row_maxima(rows, out)
+    np.testing.assert_array_equal(out, np.full(length, 100.0, dtype))
+    nan_rows, out = np.full((2, 9), np.nan, dtype), np.empty(2, dtype)
+    _row_maxima(nan_rows, out)
+    np.testing.assert_array_equal(out, [-np.inf, -np.inf])

