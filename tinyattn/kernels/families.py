@@ -168,6 +168,5 @@ FAMILIES: dict[str, Callable[[np.dtype], None]] = {
     "gelu": _gelu,
     "dropout": _dropout, "counter_rng": _counter_rng, "adamw": _adamw,
     "column_sums": _column_sums, "row_sums": _row_sums, "cumsum": _cumsum,
-    "elementwise": _elementwise,
-    "special": _special, "top_k": _top_k,
+    "elementwise": _elementwise, "special": _special, "top_k": _top_k,
 }
