@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -182,21 +181,6 @@ def child(side: str, calls: int, steps: int, threads: int) -> None:
     print(json.dumps(result))
 
 
-def run_child(side: str, args: argparse.Namespace, tree: str | None) -> dict:
-    from timing import run_json_child
-
-    # -P: the working directory does not go first on sys.path, so that --trees decides which
-    # tinyattn a child imports even when the benchmark runs from a checkout
-    runner = [] if side == "torch" else ["-P", "-m", "tinyattn", "run"]
-    argv = [sys.executable, *runner, Path(__file__).resolve(), "--child",
-            "torch" if side == "torch" else "tinyattn", "--calls", args.calls, "--steps",
-            args.steps, "--threads", args.threads]
-    env = dict(os.environ)
-    if tree is not None:
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
-    return run_json_child(argv, f"bench_calls {side}", env)
-
-
 def _table(runs: dict, sides: list[str], part: str, keys: list[str]) -> list[str]:
     tiny = [side for side in sides if side != "torch"]
     header = "| op | " + ("T | " if part == "isolated" else "") + " | ".join(
@@ -215,35 +199,27 @@ def _table(runs: dict, sides: list[str], part: str, keys: list[str]) -> list[str
 
 
 def main() -> None:
+    from timing import add_tree_options
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=5, help="alternating rounds")
     parser.add_argument("--calls", type=int, default=2000, help="timed calls of each op")
     parser.add_argument("--steps", type=int, default=200, help="timed sampling steps")
     parser.add_argument("--threads", type=int, default=2, help="threads per side")
-    parser.add_argument("--trees", nargs=2, metavar="DIR",
-                        help="time two tinyattn source trees (and torch)")
-    parser.add_argument("--output", type=Path, default=HERE / "results_calls.md")
-    parser.add_argument("--child", choices=["tinyattn", "torch"], help=argparse.SUPPRESS)
+    add_tree_options(parser, HERE / "results_calls.md")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.calls, args.steps, args.threads)
         return
 
-    from timing import (
-        alternating_rounds,
-        load_average,
-        machine_header,
-        prepend_section,
-        tinyattn_trees,
-    )
+    from timing import load_average, machine_header, prepend_section, run_side, tree_rounds
 
     from tinyattn.kernels.cpu import vector_unit
 
-    trees = tinyattn_trees(args.trees)
-    sides = [*trees, "torch"]
     load_before, started = load_average(), time.strftime("%H:%M UTC", time.gmtime())
-    runs = alternating_rounds(sides, args.rounds, lambda side: run_child(side, args,
-                                                                         trees.get(side)))
+    sides, runs = tree_rounds(args.trees, args.rounds, lambda side, tree: run_side(
+        __file__, side, ["--calls", args.calls, "--steps", args.steps, "--threads",
+                         args.threads], tree))
     command = (f"python benchmarks/bench_calls.py --rounds {args.rounds} --calls {args.calls} "
                f"--steps {args.steps} --threads {args.threads}")
     if args.trees:

@@ -106,34 +106,25 @@ def run_child(side: str, calls: int, tree: str | None) -> dict:
 
 
 def main() -> None:
+    from timing import add_tree_options
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds")
     parser.add_argument("--calls", type=int, default=200, help="timed passes per process")
-    parser.add_argument("--trees", nargs=2, metavar="DIR",
-                        help="time two tinyattn source trees (and torch)")
-    parser.add_argument("--output", type=Path, default=HERE / "results_dispatch.md")
-    parser.add_argument("--child", choices=["tinyattn", "torch"], help=argparse.SUPPRESS)
+    add_tree_options(parser, HERE / "results_dispatch.md")
     args = parser.parse_args()
     if args.child:
         child(args.child, args.calls)
         return
 
-    from timing import (
-        alternating_rounds,
-        load_average,
-        machine_header,
-        prepend_section,
-        tinyattn_trees,
-    )
+    from timing import load_average, machine_header, prepend_section, tree_rounds
 
-    trees = tinyattn_trees(args.trees)
-    sides = [*trees, "torch"]
     load_before = load_average()
-    runs = alternating_rounds(sides, args.rounds,
-                              lambda side: run_child(side, args.calls, trees.get(side)))
+    sides, runs = tree_rounds(args.trees, args.rounds,
+                              lambda side, tree: run_child(side, args.calls, tree))
     load_after = load_average()
     reference = np.asarray(runs["torch"][0]["grad"])
-    for side in trees:
+    for side in sides[:-1]:
         worst = float(np.abs(np.asarray(runs[side][0]["grad"]) - reference).max())
         if not worst < 1e-4:
             raise SystemExit(f"dispatch: {side} and torch disagree on the weight's gradient "

@@ -10,12 +10,14 @@ process.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import os
 import platform
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -44,6 +46,41 @@ def tinyattn_trees(trees: Sequence[str] | None) -> dict[str, str | None]:
     if not trees:
         return {"tinyattn": None}
     return {f"tinyattn ({tree})": os.path.abspath(tree) for tree in trees}
+
+
+def add_tree_options(parser: argparse.ArgumentParser, output: Path) -> None:
+    """The options every benchmark of tinyattn trees against torch shares: ``--trees A B``,
+    ``--output`` (default ``output``) and the hidden ``--child SIDE`` its children run with."""
+    parser.add_argument("--trees", nargs=2, metavar="DIR",
+                        help="time two tinyattn source trees (and torch)")
+    parser.add_argument("--output", type=Path, default=output)
+    parser.add_argument("--child", choices=["tinyattn", "torch"], help=argparse.SUPPRESS)
+
+
+def tree_rounds(trees: Sequence[str] | None, rounds: int,
+                run: Callable[[str, str | None], dict]) -> tuple[list[str], dict[str, list[dict]]]:
+    """The sides of a benchmark of tinyattn against torch (:func:`tinyattn_trees`, then
+    ``"torch"``) and every side's results over alternating rounds (:func:`alternating_rounds`):
+    ``run(side, tree)`` runs one side in a fresh process, ``tree`` the source tree its child
+    imports first (None for the installed tinyattn, and for torch)."""
+    labels = tinyattn_trees(trees)
+    sides = [*labels, "torch"]
+    return sides, alternating_rounds(sides, rounds, lambda side: run(side, labels.get(side)))
+
+
+def run_side(script: str | os.PathLike, side: str, options: Sequence[Any],
+             tree: str | None) -> dict:
+    """``script --child SIDE options`` in a fresh process (:func:`run_json_child`): the same
+    source under ``python`` for torch and under ``python -P -m tinyattn run`` for tinyattn.
+    ``-P``: the working directory does not go first on sys.path, so that ``tree``, put first
+    on PYTHONPATH, decides which tinyattn the child imports even when run from a checkout."""
+    runner = [] if side == "torch" else ["-P", "-m", "tinyattn", "run"]
+    argv = [sys.executable, *runner, Path(script).resolve(), "--child",
+            "torch" if side == "torch" else "tinyattn", *options]
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [tree, env.get("PYTHONPATH")]))
+    return run_json_child(argv, f"{Path(script).stem} {side}", env)
 
 
 def call_seconds(run: Callable[[], Any], calls: int) -> list[float]:
