@@ -51,6 +51,10 @@ CASES = {
     "erf": (lambda a: ta.erf(a), None, [_arr(2, 3)]),
     "clamp": (lambda a: a.clamp(-0.5, 0.7) * a, lambda a: a.clamp(-0.5, 0.7) * a,
               [_arr(2, 3) + 0.013]),
+    "clamp-min": (lambda a: a.clamp(min=-0.5) * a, lambda a: a.clamp(min=-0.5) * a,
+                  [_arr(2, 3) + 0.013]),
+    "clamp-max": (lambda a: a.clamp(max=0.7) * a, lambda a: a.clamp(max=0.7) * a,
+                  [_arr(2, 3) + 0.013]),
     "maximum": (lambda a, b: ta.maximum(a, b) * a, lambda a, b: __import__("torch").maximum(a, b)
                 * a, [_arr(2, 3), _arr(2, 3)]),
     "sum": (lambda a: a.sum(-1) * a.sum(0).sum(), lambda a: a.sum(-1) * a.sum(0).sum(),
