@@ -76,17 +76,17 @@ def _reduced_count(shape: tuple[int, ...], axes: tuple[int, ...]) -> int:
 
 
 def _trailing_sums(array: np.ndarray, axes: tuple[int, ...], keepdim: bool,
-                   divisor: float | None = None, terms: str = "values") -> np.ndarray | None:
+                   divisor: float = 1.0, terms: str = "values") -> np.ndarray | None:
     """``Σ t(x) / divisor`` of ``array`` over ``axes`` through the row-sum kernel (``t`` the
-    values, their squares or their deviations from the mean, as ``terms`` says; ``divisor``
-    the count of reduced elements when None), when ``axes`` are its last dims (``sum(-1)``,
-    ``mean()``) and it is a non-empty C-contiguous float32 or float64 array; else None."""
+    values, their squares or their deviations from the mean, as ``terms`` says), when ``axes``
+    are its last dims (``sum(-1)``, ``mean()``) and it is a non-empty C-contiguous float32 or
+    float64 array; else None."""
     ndim = array.ndim
     if (array.dtype not in FLOAT_DTYPES or not array.size or not axes
             or axes != tuple(range(ndim - len(axes), ndim)) or not array.flags.c_contiguous):
         return None
     count = _reduced_count(array.shape, axes)
-    sums = row_sums(array.reshape(-1, count), count if divisor is None else divisor, terms)
+    sums = row_sums(array.reshape(-1, count), divisor, terms)
     return sums.reshape(_reduced_shape(array.shape, axes, keepdim))
 
 
@@ -100,7 +100,7 @@ class Sum(Function):
                 dtype: np.dtype | None) -> Tensor:
         array = x.numpy()
         if dtype is None or dtype == array.dtype:
-            sums = _trailing_sums(array, axes, keepdim, divisor=1)
+            sums = _trailing_sums(array, axes, keepdim)
             if sums is not None:
                 return from_numpy(sums)
         return from_numpy(np.asarray(array.sum(axis=axes, keepdims=keepdim, dtype=dtype)))
@@ -127,7 +127,7 @@ class Mean(Function):
         if not count:  # the mean of nothing is NaN, as in PyTorch
             return from_numpy(np.full(_reduced_shape(array.shape, axes, keepdim), np.nan,
                                       array.dtype))
-        means = _trailing_sums(array, axes, keepdim)
+        means = _trailing_sums(array, axes, keepdim, divisor=count)
         if means is not None:
             return from_numpy(means)
         total = array.sum(axis=axes, keepdims=keepdim)
@@ -357,7 +357,7 @@ class Norm(Function):
         array = x.numpy()
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             if ord == 2:
-                squares = _trailing_sums(array, axes, keepdim, divisor=1, terms="squares")
+                squares = _trailing_sums(array, axes, keepdim, terms="squares")
                 if squares is None:
                     squares = (array * array).sum(axis=axes, keepdims=keepdim)
                 y = np.sqrt(squares)
