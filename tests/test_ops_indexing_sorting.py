@@ -1,8 +1,8 @@
-"""Selecting, combining and sorting: sort/argsort, scatter/scatter_add, index_fill, nonzero
-(values, dtypes and gradients against PyTorch, float64 gradcheck and gradgradcheck, bad
-inputs), and the shape and index ops' rules: each one backward in tensor ops, recorded under
-``create_graph`` so that it can be differentiated again, and the short paths of the hot shape
-functions equal to the full ones."""
+"""Selecting, combining and sorting: sort/argsort, scatter/scatter_add, index_fill, unique,
+nonzero, roll (values, dtypes and gradients against PyTorch, float64 gradcheck and
+gradgradcheck, bad inputs), and the shape and index ops' rules: each one backward in tensor
+ops, recorded under ``create_graph`` so that it can be differentiated again, and the short
+paths of the hot shape functions equal to the full ones."""
 
 from __future__ import annotations
 
@@ -53,6 +53,9 @@ OPS = {
     "Tile": (lambda a: a.repeat(2, 1, 3), [_arr(2, 3)], "Tile"),
     "Copy": (lambda a: a.transpose(0, 1).contiguous(), [_arr(2, 3)], "Copy"),
     "Flip": (lambda a: a.flip((0, -1)), [_arr(2, 3, 2)], "Flip"),
+    "Roll": (lambda a: a.roll((1, -3), (0, -1)), [_arr(2, 3, 2)], "Roll"),
+    "Roll-flattened": (lambda a: ta.roll(a, 4), [_arr(2, 3)], "Roll"),
+    "Roll-one-dim-twice": (lambda a: a.roll((1, 1), (1, 1)), [_arr(2, 3)], "Roll"),
     "GetItem-basic": (lambda a: a[1, ::2], [_arr(3, 4)], "GetItem"),
     "GetItem-advanced": (lambda a: a[[0, 2, 0], 1:], [_arr(3, 4)], "GetItem"),
     "GetItem-mask": (lambda a: a[ta.tensor(np.array([[True, False, True, True]] * 3))],
@@ -115,9 +118,9 @@ def test_each_op_gradient_matches_finite_differences(name):
 
 
 FUNCTIONS = [shape_ops.Reshape, shape_ops.Permute, shape_ops.Expand, shape_ops.Tile,
-             shape_ops.Flip, shape_ops.Copy, index_ops.GetItem, index_ops.IndexScatter,
-             index_ops.IndexPut, index_ops.Cat, index_ops.Stack, index_ops.Scatter,
-             index_ops.IndexFill, index_ops.Sort]
+             shape_ops.Flip, shape_ops.Roll, shape_ops.Copy, index_ops.GetItem,
+             index_ops.IndexScatter, index_ops.IndexPut, index_ops.Cat, index_ops.Stack,
+             index_ops.Scatter, index_ops.IndexFill, index_ops.Sort]
 
 
 @pytest.mark.parametrize("fn", FUNCTIONS, ids=lambda f: f.__name__)
@@ -146,6 +149,8 @@ def test_formulas_name_the_gradient_and_the_layout():
                                      "Y") == "permute(g, (1, 2, 0))"
     assert shape_ops.Flip.formula(_node(x.flip((2, 0)), "Flip"), 0, "g", ["X"],
                                   "Y") == "flip(g, (0, 2))"
+    assert shape_ops.Roll.formula(_node(x.roll((1, -2), (0, 2)), "Roll"), 0, "g", ["X"],
+                                  "Y") == "roll(g, (-1, 2), (0, 2))"
     assert index_ops.GetItem.formula(_node(x[0], "GetItem"), 0, "g", ["X"],
                                      "Y") == "scatter(g, index)"
     cat = _node(ta.cat([x, y], 1), "Cat")
@@ -680,10 +685,91 @@ def test_nonzero_has_no_gradient_and_indexes_back():
         ta.nonzero([1, 0])
 
 
+# ---- unique ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("data, dim", [
+    (np.array([3, 1, 3, 2, 1, 1]), None),
+    (np.array([[2.0, np.nan, -0.0], [0.0, np.nan, 2.0]]), None),  # NaNs distinct, ±0 one
+    (np.array([[True, False], [True, True]]), None),
+    (np.array([[1, 2, 1], [1, 2, 1], [0, 5, 0]]), 0),
+    (np.array([[1, 2, 1], [1, 2, 1], [0, 5, 0]]), 1),
+    (np.array([[1, 2, 1], [1, 2, 1], [0, 5, 0]]), -1),
+    (np.array([[[1.5, 0.0]], [[1.5, 0.0]], [[-1.0, 2.0]]]), 2),
+    (np.array(7), None),
+    (np.zeros((0, 3)), None),
+])
+def test_unique_values_inverse_and_counts_equal_pytorch(data, dim):
+    torch = pytest.importorskip("torch")
+    ours = ta.unique(ta.tensor(data), return_inverse=True, return_counts=True, dim=dim)
+    theirs = torch.unique(torch.tensor(data), return_inverse=True, return_counts=True, dim=dim)
+    for a, b in zip(ours, theirs):
+        assert a.shape == tuple(b.shape) and str(a.dtype) == str(b.dtype).split(".")[-1]
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    values = ta.tensor(data).unique(dim=dim)  # the values alone, as a tensor method
+    np.testing.assert_array_equal(values.numpy(), theirs[0].numpy())
+    values, counts = ta.unique(ta.tensor(data), sorted=False, return_counts=True, dim=dim)
+    np.testing.assert_array_equal(counts.numpy(), theirs[2].numpy())
+
+
+def test_unique_refuses_a_backward_as_pytorch_does():
+    torch = pytest.importorskip("torch")
+    x = ta.tensor([3.0, 1.0, 3.0], requires_grad=True)
+    values, inverse = ta.unique(x, return_inverse=True)
+    assert values.requires_grad and not inverse.requires_grad
+    with pytest.raises(RuntimeError, match="unique: the derivative of unique is not implemented"):
+        values.sum().backward()
+    t = torch.tensor([3.0, 1.0, 3.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="not implemented"):
+        torch.unique(t).sum().backward()
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: ta.unique(ta.tensor(5), dim=0), IndexError, "unique: a 0-d tensor has no dim"),
+    (lambda: ta.unique(ta.ones(2, 3), dim=2), IndexError, "unique: dim 2 is out of range"),
+    (lambda: ta.unique(ta.ones(2), return_counts=1), TypeError,
+     "unique: return_counts must be a bool"),
+    (lambda: ta.unique([1, 2]), TypeError, "unique: input must be a"),
+])
+def test_unique_refuses_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+# ---- roll --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("shape, shifts, dims", [
+    ((5,), 2, None), ((2, 3, 4), -7, None), ((2, 3, 4), 1, 2), ((2, 3, 4), (1, -2), (0, 2)),
+    ((2, 3, 4), (1, 1), (-1, -1)), ((2, 3, 4), 13, 1), ((3, 0), 1, 0), ((), 3, None),
+])
+def test_roll_values_and_gradient_equal_pytorch(shape, shifts, dims):
+    torch = pytest.importorskip("torch")
+    data = RNG.standard_normal(shape)
+    x, t = ta.tensor(data, requires_grad=True), torch.tensor(data, requires_grad=True)
+    ours, theirs = ta.roll(x, shifts, dims), torch.roll(t, shifts, dims)
+    np.testing.assert_array_equal(ours.numpy(), theirs.detach().numpy())
+    cotangent = RNG.standard_normal(shape)
+    ours.backward(ta.tensor(cotangent))
+    theirs.backward(torch.tensor(cotangent))
+    np.testing.assert_array_equal(x.grad.numpy(), t.grad.numpy())
+
+
+@pytest.mark.parametrize("call, error, match", [
+    (lambda: ta.roll(ta.ones(4), (1, 2)), ShapeError, "roll: without dims, shifts must be one"),
+    (lambda: ta.roll(ta.ones(4), (1, 2), 0), ShapeError,
+     r"roll: shifts and dims must have the same length, got shifts \(1, 2\) and dims 0"),
+    (lambda: ta.roll(ta.ones(4), 1, 1), IndexError, "roll: dim 1 is out of range"),
+    (lambda: ta.roll(ta.tensor(1.0), 1, 0), IndexError, "roll: a 0-d tensor has no dims"),
+    (lambda: ta.roll(ta.ones(4), 1.5), TypeError, "roll: shifts must be an int"),
+])
+def test_roll_refuses_bad_arguments(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
 # ---- the public surface ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", ["sort", "argsort", "scatter", "scatter_add", "index_fill",
-                                  "nonzero"])
+                                  "nonzero", "unique", "roll"])
 def test_new_ops_are_exported_and_are_tensor_methods(name):
     assert name in ta.__all__ and name in ta.ops.__all__
     assert getattr(ta, name) is getattr(ta.ops, name)

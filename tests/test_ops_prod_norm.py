@@ -1,8 +1,8 @@
-"""``prod``, the norms (``norm``, ``ta.linalg``, ``F.normalize``) and the reductions, comparisons
-and masks written as one tensor-op backward rule each: float64 gradcheck and gradgradcheck
-with random cotangents, PyTorch's values, dtypes and first and second derivatives (skipped
-without torch), zeros (where ``prod`` and the norms have their special gradients), and the
-errors for bad arguments."""
+"""``prod``, ``cumprod``, the norms (``norm``, ``ta.linalg``, ``F.normalize``) and the
+reductions, comparisons and masks written as one tensor-op backward rule each: float64
+gradcheck and gradgradcheck with random cotangents, PyTorch's values, dtypes and first and
+second derivatives (skipped without torch), zeros (where ``prod``, ``cumprod`` and the norms
+have their special gradients), and the errors for bad arguments."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from tinyattn.ops import reduce as reduce_ops
 from tinyattn.ops.compare import Maximum
 from tinyattn.ops.masking import MaskedFill, Triangle, Where
 from tinyattn.ops.reduce import (
+    CumProd,
     CumSum,
     Extremum,
     LogSumExp,
@@ -76,6 +77,14 @@ CASES = {
                                             [ONE_PER_ROW]),
     "prod-0d": (lambda m, a: m.prod(a) * a, [np.array(-1.3)]),
     "prod-size-one-dim": (lambda m, a: a.prod(1) ** 2, [X[:, :1]]),
+    "cumprod-dim1": (lambda m, a: m.cumprod(a, 1), [X]),
+    "cumprod-dim1-one-zero": (lambda m, a: m.cumprod(a, 1), [ONE_ZERO]),
+    "cumprod-dim1-two-zeros": (lambda m, a: a.cumprod(1) * a, [TWO_ZEROS]),
+    "cumprod-zero-row": (lambda m, a: m.cumprod(a, -1), [ZERO_ROW]),
+    "cumprod-dim0-two-zeros": (lambda m, a: m.cumprod(a, 0) ** 2, [TWO_ZEROS]),
+    "cumprod-3d-dim1-zeros": (lambda m, a: a.cumprod(1) * a.sum(), [CUBE]),
+    "cumprod-3d-one-zero-per-row": (lambda m, a: m.cumprod(a, -1), [ONE_PER_ROW]),
+    "cumprod-0d": (lambda m, a: m.cumprod(a, 0) * a, [np.array(-1.3)]),
     "norm-fro": (lambda m, a: m.norm(a), [X]),
     "norm-fro-dim": (lambda m, a: m.norm(a, dim=1) * a.sum(), [X]),
     "norm-p3-dims": (lambda m, a: m.norm(a, 3, dim=(0, 2)), [CUBE + 0.05]),
@@ -274,6 +283,12 @@ def test_the_zero_norm_has_no_gradient_as_in_pytorch():
 
 
 VALUE_CASES = {
+    "cumprod-float32": lambda m: m.cumprod(m.tensor([[1.5, -2.0, 0.1], [0.5, 4.0, 3.0]]), 1),
+    "cumprod-int32": lambda m: m.cumprod(m.tensor([[1, 2, 3], [4, 5, 6]], dtype=m.int32), 0),
+    "cumprod-bool": lambda m: m.tensor([True, True, False, True]).cumprod(0),
+    "cumprod-dtype-float64": lambda m: m.cumprod(m.arange(1, 5), 0, dtype=m.float64),
+    "cumprod-nan-inf": lambda m: m.cumprod(m.tensor([[m.nan, 1.0], [m.inf, 0.0]]), 1),
+    "cumprod-empty-dim": lambda m: m.cumprod(m.zeros(0, 3), 0),
     "prod-float32": lambda m: m.prod(m.tensor([[1.5, -2.0], [0.5, 4.0]]), 0),
     "prod-int32": lambda m: m.prod(m.tensor([[1, 2, 3], [4, 5, 6]], dtype=m.int32), 1),
     "prod-int-all": lambda m: m.prod(m.arange(1, 6)),
@@ -383,9 +398,55 @@ def test_the_fast_path_of_prod_is_first_order_only():
     assert h.tolist() == [0.0, 3.0, 2.0]
 
 
+# ---- the first-order path of cumprod and its rule --------------------------------------------
+
+def _cumprod_gradient(array, g, dim):
+    """``dx_j = Σ_{i ≥ j} g_i Π_{k ≤ i, k ≠ j} x_k`` along ``dim``, term by term."""
+    x, v = np.moveaxis(array, dim, -1), np.moveaxis(g, dim, -1)
+    out = np.zeros_like(x)
+    n = x.shape[-1]
+    for j in range(n):
+        for i in range(j, n):
+            others = np.delete(x[..., :i + 1], j, axis=-1)
+            out[..., j] += v[..., i] * np.prod(others, axis=-1)
+    return np.moveaxis(out, -1, dim)
+
+
+@pytest.mark.parametrize("array, dim", [(ONE_ZERO, 1), (ONE_ZERO, 0), (TWO_ZEROS, 1),
+                                        (TWO_ZEROS, 0), (ZERO_ROW, 1), (CUBE, 1), (CUBE, 2),
+                                        (ONE_PER_ROW, 2), (ONE_PER_ROW, 0), (X, 1)])
+def test_the_first_order_path_of_cumprod_and_its_rule_give_the_sum_of_products(
+        array, dim, monkeypatch):
+    """With zeros, a plain backward takes the masked path and a recorded one the polynomial
+    rule: both give every ``Σ_{i ≥ j} g_i Π_{k ≤ i, k ≠ j} x_k``, summed out term by term."""
+    calls = []
+    rule = reduce_ops._cumprod_gradient_by_rows
+    monkeypatch.setattr(reduce_ops, "_cumprod_gradient_by_rows",
+                        lambda *args: calls.append(args) or rule(*args))
+    v = np.random.default_rng(5).standard_normal(array.shape)
+    expected = _cumprod_gradient(array, v, dim)
+    for create_graph in (False, True):
+        x = ta.tensor(array, requires_grad=True)
+        (g,) = ta.autograd.grad(ta.cumprod(x, dim), x, ta.tensor(v),
+                                create_graph=create_graph)
+        np.testing.assert_allclose(g.numpy(), expected, rtol=1e-12, atol=1e-15)
+        assert len(calls) == (create_graph and bool((array == 0).any()))
+
+
+def test_the_first_order_path_of_cumprod_is_first_order_only():
+    """Masks cut the derivative of ``dx_j`` (``j`` after a zero at ``z``) with respect to
+    ``x_z``: a recorded backward keeps it (``Σ_{i ≥ j} g_i Π_{k ≤ i, k ≠ j, z} x_k``)."""
+    x = ta.tensor([2.0, 0.0, 3.0], dtype=ta.float64, requires_grad=True)
+    (g,) = ta.autograd.grad(x.cumprod(0), x, ta.tensor([1.0, 1.0, 1.0], dtype=ta.float64),
+                            create_graph=True)
+    assert g.tolist() == [1.0, 8.0, 0.0]  # 1 + x1 + x1 x2, x0 + x0 x2, x0 x1
+    (h,) = ta.autograd.grad(g[2], x)  # d(x0 x1)/dx
+    assert h.tolist() == [0.0, 2.0, 0.0]
+
+
 # ---- one rule per op, with its formula ---------------------------------------------------------
 
-FUNCTIONS = [Sum, Mean, Var, Prod, Extremum, LogSumExp, CumSum, Norm, Maximum, Where,
+FUNCTIONS = [Sum, Mean, Var, Prod, Extremum, LogSumExp, CumSum, CumProd, Norm, Maximum, Where,
              MaskedFill, Triangle]
 
 
@@ -423,6 +484,8 @@ def test_formulas_of_the_other_rules():
     assert Norm.formula(_node(x.norm(1)), 0, "g", ["X"], "n") == "broadcast(g) ⊙ sign(X)"
     assert "^2 / n^2" in Norm.formula(_node(x.norm(3)), 0, "g", ["X"], "n")
     assert Prod.formula(_node(x.prod(1)), 0, "g", ["X"], "y") == "broadcast(g) ⊙ Π_(j≠i) Xⱼ"
+    assert CumProd.formula(_node(x.cumprod(1)), 0, "g", ["X"], "y") == \
+        "flip(cumsum(flip(g ⊙ y))) / X"
     assert Maximum.formula(_node(ta.maximum(x, b)), 1, "g", ["X", "B"], "y") == \
         "sum_to(g ⊙ ([B > X] + ½ [B = X]), (2, 1))"
     assert "<" in Maximum.formula(_node(ta.minimum(x, b)), 0, "g", ["X", "B"], "y")
@@ -590,11 +653,12 @@ def test_normalize_refuses_a_negative_eps():
 # ---- where the new names live ----------------------------------------------------------------
 
 def test_the_new_ops_are_exported_and_are_tensor_methods():
-    assert {"prod", "norm", "linalg"} <= set(ta.__all__)
-    assert {"prod", "norm"} <= set(ta.ops.__all__)
+    assert {"prod", "cumprod", "norm", "linalg"} <= set(ta.__all__)
+    assert {"prod", "cumprod", "norm"} <= set(ta.ops.__all__)
     assert "normalize" in F.__all__ and F.normalize is ta.nn.functional.normalize
     assert set(ta.linalg.__all__) == {"norm", "vector_norm", "matrix_norm"}
     x = ta.tensor(X)
     assert x.prod(1, True).tolist() == ta.prod(x, 1, keepdim=True).tolist()
     assert x.norm(3, 0).tolist() == ta.norm(x, 3, 0).tolist()
+    assert x.cumprod(-1).tolist() == ta.cumprod(x, 1).tolist()
     assert x.norm().item() == ta.linalg.norm(x).item() == ta.linalg.vector_norm(x).item()

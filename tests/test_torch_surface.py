@@ -67,6 +67,7 @@ CASES = {
     "chunk": lambda m: x(m).chunk(2, dim=-1)[0], "unbind": lambda m: x(m).unbind(1)[2],
     "cat": lambda m: m.cat((x(m), x(m)), dim=-1), "stack": lambda m: m.stack([x(m), x(m)]),
     "flip": lambda m: x(m).flip(-1), "movedim": lambda m: x(m).movedim(0, -1),
+    "roll": lambda m: (x(m).roll(1, -1), m.roll(x(m), (2, -1), (0, 2)), x(m).roll(-5)),
     # arithmetic and elementwise functions
     "add-alpha": lambda m: m.add(x(m), x(m), alpha=2), "sub": lambda m: m.sub(x(m), 1),
     "mul": lambda m: x(m).mul(x(m)), "div": lambda m: x(m).div(3),
@@ -94,6 +95,9 @@ CASES = {
     "amax-amin": lambda m: (x(m).amax(-1), x(m).amin((0, 1))),
     "max-dim": lambda m: tuple(x(m).max(dim=1)), "min-all": lambda m: x(m).min(),
     "argmax": lambda m: (x(m).argmax(), x(m).argmax(-1), x(m).argmin(1, keepdim=True)),
+    "cumprod": lambda m: (x(m).cumprod(-1), m.cumprod(m.arange(1, 6), 0)),
+    "unique": lambda m: (m.unique(m.tensor([3, 1, 3, 2]), return_counts=True),
+                         (x(m) > 0).long().unique(dim=1, return_inverse=True)),
     "topk": lambda m: tuple(m.topk(x(m), 2)), "topk-smallest": lambda m: tuple(
         x(m).topk(2, dim=1, largest=False)),
     "logsumexp": lambda m: m.logsumexp(x(m), -1), "all-any": lambda m: (

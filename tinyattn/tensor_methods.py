@@ -203,6 +203,11 @@ class TensorMethods:
         """Elementwise cosine: :func:`tinyattn.cos`."""
         return _ops.cos(self)
 
+    def cumprod(self, dim, dtype=None):
+        """Running products along ``dim`` (bool and integers multiply in int64), as
+        ``torch.cumprod``: :func:`tinyattn.cumprod`."""
+        return _ops.cumprod(self, dim, dtype)
+
     def cumsum(self, dim, dtype=None):
         """Running sums along ``dim`` (bool and integers sum in int64), as ``torch.cumsum``:
         :func:`tinyattn.cumsum`."""
@@ -396,6 +401,10 @@ class TensorMethods:
         :func:`tinyattn.reshape`."""
         return _ops.reshape(self, *shape)
 
+    def roll(self, shifts, dims=None):
+        """``input`` shifted cyclically by ``shifts`` along ``dims``: :func:`tinyattn.roll`."""
+        return _ops.roll(self, shifts, dims)
+
     def rsqrt(self):
         """Elementwise ``1 / √x``: :func:`tinyattn.rsqrt`."""
         return _ops.rsqrt(self)
@@ -470,6 +479,10 @@ class TensorMethods:
     def unbind(self, dim=0):
         """The slices of ``input`` along ``dim``, without that dim: :func:`tinyattn.unbind`."""
         return _ops.unbind(self, dim)
+
+    def unique(self, sorted=True, return_inverse=False, return_counts=False, dim=None):
+        """The distinct elements (slices along ``dim``), ascending: :func:`tinyattn.unique`."""
+        return _ops.unique(self, sorted, return_inverse, return_counts, dim)
 
     def unflatten(self, dim, sizes):
         """``input`` with dim ``dim`` split into ``sizes`` (one may be -1):

@@ -10,11 +10,12 @@ file                   ops
                        (SigmoidBackward), Relu, Abs, Sin, Cos, Erf, Clamp, Cast
 ``compare.py``         comparisons, logic, Maximum (maximum/minimum)
 ``reduce.py``          Sum, Mean, Var (std), Prod, Extremum (amax/amin, max/min),
-                       LogSumExp, CumSum, Norm (norm, vector and matrix norms)
-``shape.py``           Reshape, Permute, Expand, Tile (repeat), Flip, Copy
+                       LogSumExp, CumSum, CumProd, Norm (norm, vector and matrix norms)
+``shape.py``           Reshape, Permute, Expand, Tile (repeat), Flip, Roll, Copy
                        (clone/contiguous)
 ``index.py``           GetItem, IndexScatter, IndexPut (setitem), Cat, Stack, Scatter
-                       (scatter/scatter_add), IndexFill, Sort (sort/argsort, topk)
+                       (scatter/scatter_add), IndexFill, Sort (sort/argsort, topk),
+                       Unique
 ``masking.py``         Where, MaskedFill, Triangle (triu/tril)
 ``matmul.py``          MatMul (matmul, mm, bmm, dot), and outer (a broadcast Mul)
 ``softmax.py``         Softmax, LogSoftmax
@@ -65,6 +66,7 @@ from .index import (
     sort,
     stack,
     topk,
+    unique,
 )
 from .masking import masked_fill, tril, triu, where
 from .matmul import bmm, dot, matmul, mm, outer
@@ -74,6 +76,7 @@ from .reduce import (
     argmax,
     argmin,
     bincount,
+    cumprod,
     cumsum,
     logsumexp,
     max,
@@ -98,6 +101,7 @@ from .shape import (
     repeat,
     repeat_interleave,
     reshape,
+    roll,
     split,
     squeeze,
     t,
@@ -134,17 +138,16 @@ from .unary import (
 )
 
 __all__ = [
-    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bincount", "bmm", "cast",
-    "cat", "ceil", "chunk", "clamp", "clone", "contiguous", "cos", "cumsum", "div", "dot",
-    "eq", "equal", "erf", "exp", "expand", "expand_as", "expm1", "flatten", "flip", "floor",
+    "abs", "add", "allclose", "amax", "amin", "argmax", "argmin", "bincount", "bmm", "cast", "cat",
+    "ceil", "chunk", "clamp", "clone", "contiguous", "cos", "cumprod", "cumsum", "div", "dot", "eq",
+    "equal", "erf", "exp", "expand", "expand_as", "expm1", "flatten", "flip", "floor",
     "floor_divide", "gather", "ge", "getitem", "gt", "index_put", "index_select", "isclose",
-    "isfinite", "isinf", "isnan", "le", "log", "log1p", "log_softmax", "logical_and",
-    "logical_not", "logical_op", "logical_or", "logsumexp", "lt", "masked_fill", "matmul",
-    "max", "maximum", "mean", "min", "minimum", "mm", "movedim", "mul", "ne", "neg", "norm",
-    "permute", "pow", "prod", "reciprocal", "relu", "remainder", "repeat", "repeat_interleave",
-    "reshape",
-    "round", "rsqrt", "setitem", "sigmoid", "sign", "sin", "softmax", "split", "sqrt",
-    "square", "squeeze", "stack", "std", "sub", "sum", "t", "tanh", "topk", "transpose", "tril",
-    "triu", "trunc", "unbind", "unflatten", "unsqueeze", "var", "view", "where",
-    "argsort", "index_fill", "nonzero", "outer", "scatter", "scatter_add", "sort",
+    "isfinite", "isinf", "isnan", "le", "log", "log1p", "log_softmax", "logical_and", "logical_not",
+    "logical_op", "logical_or", "logsumexp", "lt", "masked_fill", "matmul", "max", "maximum",
+    "mean", "min", "minimum", "mm", "movedim", "mul", "ne", "neg", "norm", "permute", "pow", "prod",
+    "reciprocal", "relu", "remainder", "repeat", "repeat_interleave", "reshape", "roll", "round",
+    "rsqrt", "setitem", "sigmoid", "sign", "sin", "softmax", "split", "sqrt", "square", "squeeze",
+    "stack", "std", "sub", "sum", "t", "tanh", "topk", "transpose", "tril", "triu", "trunc",
+    "unbind", "unflatten", "unsqueeze", "var", "view", "where", "argsort", "index_fill", "nonzero",
+    "outer", "scatter", "scatter_add", "sort", "unique",
 ]

@@ -1,6 +1,6 @@
 """Selecting, combining and sorting: indexing, index_put (``x[i] = v``), gather, scatter,
-scatter_add, index_fill, cat, split, stack, sort, topk, nonzero (selecting by a mask — where,
-masked_fill, triu, tril — is in :mod:`.masking`).
+scatter_add, index_fill, cat, split, stack, sort, topk, unique, nonzero (selecting by a mask —
+where, masked_fill, triu, tril — is in :mod:`.masking`).
 
 The backward of a selection is a scatter: the gradient goes back to the positions that were
 read, and positions read twice (repeated integer indices) receive the sum. ``GetItem`` and
@@ -480,6 +480,40 @@ class Sort(Function):
         return f"scatter(0, {node.dim}, indices, {g})"
 
 
+class Unique(Function):
+    """``values, inverse, counts = unique(x, dim)``: the distinct elements of ``x`` (its distinct
+    slices along ``dim``), ascending, where each element went and how often each occurs.
+    Selected, not computed; as in PyTorch, the values have no derivative (``backward`` refuses
+    them), and the inverse and counts are integers without a gradient."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, dim: int | None) -> tuple[Tensor, Tensor, Tensor]:
+        array = x.numpy()
+        if dim is None:
+            values, inverse, counts = np.unique(array.reshape(-1), return_inverse=True,
+                                                return_counts=True, equal_nan=False)
+            inverse = inverse.reshape(array.shape)
+        else:
+            values, inverse, counts = np.unique(array, return_inverse=True, return_counts=True,
+                                                axis=dim, equal_nan=False)
+            inverse = inverse.reshape(-1)
+        inverse = from_numpy(inverse.astype(np.int64, copy=False))
+        counts = from_numpy(counts.astype(np.int64, copy=False))
+        ctx.mark_non_differentiable(inverse, counts)
+        return from_numpy(values), inverse, counts
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor, grad_inverse: Tensor, grad_counts: Tensor) -> None:
+        raise RuntimeError("unique: the derivative of unique is not implemented (it selects "
+                           "values; PyTorch refuses it too)")
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return "(no derivative: unique is refused by backward)"
+
+
 def _sorted_along(array: np.ndarray, axis: int, descending: bool,
                   first: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The values of ``array`` along ``axis`` sorted stably (equal elements keep their order;
@@ -721,6 +755,36 @@ def argsort(input: Tensor, dim: int = -1, descending: bool = False,
     if input.ndim == 0:
         return from_numpy(np.zeros((), np.int64))
     return from_numpy(_sorted_along(input.numpy(), axis, descending)[1])
+
+
+def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
+           return_counts: bool = False, dim: int | None = None) -> Any:
+    """The distinct elements of ``input`` in ascending order, as a 1-D tensor (its distinct
+    slices along ``dim`` when given), as ``torch.unique`` (:class:`Unique`); with
+    ``return_inverse`` also where each element (slice) went, in the input's shape (of length
+    ``input.shape[dim]``), and with ``return_counts`` how often each distinct one occurs, both
+    int64. Each NaN counts as distinct, as in PyTorch.
+
+    Examples
+    --------
+    >>> import tinyattn as ta
+    >>> values, inverse = ta.unique(ta.tensor([3, 1, 3, 2]), return_inverse=True)
+    >>> values.tolist(), inverse.tolist()
+    ([1, 2, 3], [2, 0, 2, 1])
+    """
+    check_tensor("unique", "input", input)
+    _check_flag("unique", "sorted", sorted)  # always sorted, which ``sorted=False`` allows
+    inverse_wanted = _check_flag("unique", "return_inverse", return_inverse)
+    counts_wanted = _check_flag("unique", "return_counts", return_counts)
+    if dim is not None:
+        if input.ndim == 0:
+            raise IndexError("unique: a 0-d tensor has no dim to take slices along; leave "
+                             "dim=None")
+        dim = normalize_dim("unique", dim, input.ndim)
+    values, inverse, counts = Unique.apply(input, dim=dim)
+    found = (values,) + ((inverse,) if inverse_wanted else ()) + ((counts,) if counts_wanted
+                                                                  else ())
+    return found[0] if len(found) == 1 else found
 
 
 def _check_index(op: str, index: Any) -> Tensor:

@@ -1,5 +1,5 @@
 """Reductions over one or more dims: sum, mean, var/std, prod, amax/amin, max/min,
-argmax/argmin, logsumexp, cumsum and the vector and matrix norms.
+argmax/argmin, logsumexp, cumsum, cumprod and the vector and matrix norms.
 
 ``dim`` may be an int, a tuple of ints or None (all dims), and ``keepdim`` keeps the reduced
 axes with size 1, as in PyTorch. Gradients of a reduction are copied back along the reduced
@@ -337,12 +337,72 @@ class CumSum(Function):
 
     @staticmethod
     def backward(ctx: Context, grad: Tensor) -> Tensor:
-        dim = ctx.kwargs["dim"]
-        return cumsum(grad.flip(dim), dim).flip(dim)
+        return _reversed_cumsum(grad, ctx.kwargs["dim"])
 
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"flip(cumsum(flip({g})))"
+
+
+def _reversed_cumsum(t: Tensor, dim: int) -> Tensor:
+    """``Σ_{i ≥ j} t_i`` along ``dim`` for every ``j``: the sums from each position to the end."""
+    return cumsum(t.flip(dim), dim).flip(dim)
+
+
+class CumProd(Function):
+    """``y_i = Π_{j ≤ i} x_j`` along ``dim``; ``dx_j = Σ_{i ≥ j} g_i Π_{k ≤ i, k ≠ j} x_k``:
+    ``Σ_{i ≥ j} g_i y_i / x_j`` (a reversed cumsum) where the row has no zero. In a row whose
+    first zero is at ``z``, the same sum for ``j < z`` (every ``y_i`` from ``z`` on is 0), at
+    ``z`` the reversed cumsum of ``g`` times the running products with ``x_z`` taken as 1,
+    and 0 after ``z``: PyTorch's gradient."""
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, dim: int) -> Tensor:
+        array = x.numpy()
+        with np.errstate(over="ignore", invalid="ignore"):  # inf · 0 is NaN, as in PyTorch
+            if array.dtype.kind == "f":  # running products in float64, each rounded once
+                y = np.cumprod(array, axis=dim, dtype=np.float64).astype(array.dtype)
+            else:
+                y = np.cumprod(array, axis=dim, dtype=np.int64)
+        out = from_numpy(y)
+        ctx.save_for_backward(x, out)
+        return out
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        x, y = ctx.saved_tensors
+        dim = ctx.kwargs["dim"]
+        zero = x.numpy() == 0
+        if not zero.any():
+            return _reversed_cumsum(grad * y, dim) / x
+        if is_grad_enabled():
+            # A recorded backward (a higher derivative is wanted): the polynomial form, whose
+            # own derivative at a zero is right where the masks below would cut it off.
+            return _cumprod_gradient_by_rows(x, grad, dim)
+        zeros_so_far = np.cumsum(zero, axis=dim)
+        before = Tensor(zeros_so_far == 0)  # the positions before the row's first zero
+        first = Tensor(zero & (zeros_so_far == 1))
+        before_first = where(before, _reversed_cumsum(grad * y, dim) / where(before, x, 1.0),
+                             0.0)
+        without_first = cumprod(where(first, 1.0, x), dim)  # x_z taken as 1
+        return before_first + where(first, _reversed_cumsum(grad * without_first, dim), 0.0)
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        return f"flip(cumsum(flip({g} ⊙ {out}))) / {operand(x[0])}"
+
+
+def _cumprod_gradient_by_rows(x: Tensor, grad: Tensor, dim: int) -> Tensor:
+    """``dx_j = Σ_{i ≥ j} g_i Π_{k ≤ i, k ≠ j} x_k`` as a polynomial in ``x`` (no division),
+    differentiable at zeros: each row of ``n`` elements becomes ``n`` rows, row ``j`` the row
+    with ``x_j`` replaced by 1, whose running products are summed against ``g`` from ``j`` on
+    (``O(n²)`` memory, taken only by a recorded backward of a row with a zero)."""
+    x_last, g_last = x.movedim(dim, -1), grad.movedim(dim, -1)
+    n = x_last.shape[-1]
+    rows = where(Tensor(np.eye(n, dtype=bool)), 1.0, x_last.unsqueeze(-2))
+    from_j_on = Tensor(np.triu(np.ones((n, n), dtype=bool)))  # [i ≥ j] at (j, i)
+    weights = where(from_j_on, g_last.unsqueeze(-2), 0.0)
+    return (cumprod(rows, -1) * weights).sum(-1).movedim(-1, dim)
 
 
 class Norm(Function):
@@ -641,6 +701,18 @@ def cumsum(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
     if input.ndim == 0:
         return input
     return CumSum.apply(input, dim=axis)
+
+
+def cumprod(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
+    """Running products along ``dim`` (bool and integers multiply in int64), as
+    ``torch.cumprod`` (:class:`CumProd`)."""
+    check_tensor("cumprod", "input", input)
+    if dtype is not None:
+        input = input.to(dtype)
+    axis = normalize_dim("cumprod", dim, input.ndim)
+    if input.ndim == 0:
+        return input
+    return CumProd.apply(input, dim=axis)
 
 
 # ---- norms (torch.norm; ta.linalg's vector_norm and matrix_norm) ---------------------------

@@ -1,10 +1,10 @@
-"""Shape ops: reshape/view, permute/transpose, expand, repeat, flip, squeeze/unsqueeze,
-flatten, contiguous.
+"""Shape ops: reshape/view, permute/transpose, expand, repeat, flip, roll,
+squeeze/unsqueeze, flatten, contiguous.
 
 None of these change a value, so each backward only moves the gradient back into the input's
-layout: reshape it back, permute it back, flip it back, or (for ``expand``) return it unchanged
-so the engine's ``unbroadcast`` sums it. Each backward is written with these same ops, so it is
-differentiable again.
+layout: reshape it back, permute it back, flip or roll it back, or (for ``expand``) return it
+unchanged so the engine's ``unbroadcast`` sums it. Each backward is written with these same
+ops, so it is differentiable again.
 
 Reshape, permute, transpose, (un)squeeze are called inside other ops' backward rules all the
 time: their public functions take a short path when the arguments are already plain ints in
@@ -140,6 +140,28 @@ class Flip(Function):
     @staticmethod
     def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
         return f"flip({g}, {tuple(node.kwargs['axes'])})"
+
+
+class Roll(Function):
+    """``y = x`` shifted cyclically by ``shifts`` along ``axes`` (``y[…, (i + s) mod n, …] =
+    x[…, i, …]``), in new memory; ``dx = g`` rolled back by ``−shifts``."""
+
+    keeps_inputs = False
+
+    @staticmethod
+    def forward(ctx: Context, x: Tensor, *, shifts: tuple[int, ...],
+                axes: tuple[int, ...]) -> Tensor:
+        return from_numpy(np.roll(x.numpy(), shifts, axes))
+
+    @staticmethod
+    def backward(ctx: Context, grad: Tensor) -> Tensor:
+        return Roll.apply(grad, shifts=tuple(-s for s in ctx.kwargs["shifts"]),
+                          axes=ctx.kwargs["axes"])
+
+    @staticmethod
+    def formula(node: Context, slot: int, g: str, x: list[str], out: str) -> str:
+        back = tuple(-s for s in node.kwargs["shifts"])
+        return f"roll({g}, {back}, {tuple(node.kwargs['axes'])})"
 
 
 class Copy(Function):
@@ -453,6 +475,29 @@ def unbind(input: Tensor, dim: int = 0) -> tuple[Tensor, ...]:
 
     axis = normalize_dim("unbind", dim, input.ndim)
     return tuple(getitem(input, (slice(None),) * axis + (i,)) for i in range(input.shape[axis]))
+
+
+def roll(input: Tensor, shifts: int | Sequence[int],
+         dims: int | Sequence[int] | None = None) -> Tensor:
+    """``input`` shifted cyclically by ``shifts`` along ``dims`` (one shift per dim; a dim named
+    twice is shifted by the sum), in new memory, as ``torch.roll`` (:class:`Roll`). Without
+    ``dims`` the flattened tensor is shifted by one ``shifts`` and given its shape back."""
+    check_tensor("roll", "input", input)
+    steps = tuple(shifts) if isinstance(shifts, (tuple, list)) else (shifts,)
+    steps = tuple(check_int("roll", "shifts", s) for s in steps)
+    if dims is None:
+        if len(steps) != 1:
+            raise ShapeError(f"roll: without dims, shifts must be one int, got {shifts}")
+        flat = input.reshape(-1)
+        return Roll.apply(flat, shifts=steps, axes=(0,)).reshape(input.shape)
+    listed = tuple(dims) if isinstance(dims, (tuple, list)) else (dims,)
+    if len(listed) != len(steps):
+        raise ShapeError(f"roll: shifts and dims must have the same length, got shifts "
+                         f"{shifts} and dims {dims}")
+    if input.ndim == 0:
+        raise IndexError("roll: a 0-d tensor has no dims to roll along; leave dims=None")
+    axes = tuple(normalize_dim("roll", d, input.ndim) for d in listed)
+    return Roll.apply(input, shifts=steps, axes=axes)
 
 
 def flip(input: Tensor, dims: int | Sequence[int]) -> Tensor:
