@@ -693,26 +693,28 @@ def bincount(input: Tensor, weights: Tensor | None = None, minlength: int = 0) -
 
 
 def cumsum(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
-    """Running sums along ``dim`` (bool and integers sum in int64), as ``torch.cumsum``."""
-    check_tensor("cumsum", "input", input)
-    if dtype is not None:
-        input = input.to(dtype)
-    axis = normalize_dim("cumsum", dim, input.ndim)
-    if input.ndim == 0:
-        return input
-    return CumSum.apply(input, dim=axis)
+    """Running sums along ``dim`` (bool and integers sum in int64), as ``torch.cumsum``
+    (:class:`CumSum`)."""
+    return _running("cumsum", CumSum, input, dim, dtype)
 
 
 def cumprod(input: Tensor, dim: int, dtype: Any = None) -> Tensor:
     """Running products along ``dim`` (bool and integers multiply in int64), as
     ``torch.cumprod`` (:class:`CumProd`)."""
-    check_tensor("cumprod", "input", input)
+    return _running("cumprod", CumProd, input, dim, dtype)
+
+
+def _running(op: str, function: type[Function], input: Tensor, dim: int,
+             dtype: Any) -> Tensor:
+    """``function`` (:class:`CumSum` or :class:`CumProd`) along ``dim`` of ``input`` converted
+    to ``dtype`` when given; a 0-d tensor as it is."""
+    check_tensor(op, "input", input)
     if dtype is not None:
         input = input.to(dtype)
-    axis = normalize_dim("cumprod", dim, input.ndim)
+    axis = normalize_dim(op, dim, input.ndim)
     if input.ndim == 0:
         return input
-    return CumProd.apply(input, dim=axis)
+    return function.apply(input, dim=axis)
 
 
 # ---- norms (torch.norm; ta.linalg's vector_norm and matrix_norm) ---------------------------
