@@ -782,9 +782,12 @@ def unique(input: Tensor, sorted: bool = True, return_inverse: bool = False,
                              "dim=None")
         dim = normalize_dim("unique", dim, input.ndim)
     values, inverse, counts = Unique.apply(input, dim=dim)
-    found = (values,) + ((inverse,) if inverse_wanted else ()) + ((counts,) if counts_wanted
-                                                                  else ())
-    return found[0] if len(found) == 1 else found
+    found = [values]
+    if inverse_wanted:
+        found.append(inverse)
+    if counts_wanted:
+        found.append(counts)
+    return found[0] if len(found) == 1 else tuple(found)
 
 
 def _check_index(op: str, index: Any) -> Tensor:
