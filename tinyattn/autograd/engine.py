@@ -61,22 +61,24 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
 
 
 def topological_order(roots: Sequence[Context]) -> list[Context]:
-    """Contexts reachable from ``roots``, each before every context that feeds it."""
+    """Contexts reachable from ``roots``, each before every context that feeds it.
+
+    A depth-first walk: each context on the stack keeps an iterator over its edges, so that
+    the walk resumes where it left off when the parent it went down into is done.
+    """
     order: list[Context] = []
     visited = {id(r) for r in roots}
-    stack: list[tuple[Context, int]] = [(r, 0) for r in roots]
+    stack = [(r, iter(r.edges)) for r in roots]
     while stack:
-        node, child = stack.pop()
-        edges = node.edges
-        if child < len(edges):
-            stack.append((node, child + 1))
-            parent = edges[child]
-            if type(parent) is not Context and not isinstance(parent, Context):
-                continue
-            if id(parent) not in visited:
+        node, edges = stack[-1]
+        for parent in edges:
+            if (type(parent) is Context or isinstance(parent, Context)) and \
+                    id(parent) not in visited:
                 visited.add(id(parent))
-                stack.append((parent, 0))
+                stack.append((parent, iter(parent.edges)))
+                break
         else:
+            stack.pop()
             order.append(node)
     order.reverse()
     return order
@@ -226,8 +228,10 @@ def run_backward(
                     leaf_grads[id(edge)] = (edge, g if held is None else held[1] + g)
             if on_node is not None:
                 on_node(node, tuple(None if g is None else g._data for g in grads), tuple(sent))
-            if not retain_graph:
-                node.free()
+            if not retain_graph:  # drop what the op saved and its inputs; the structure stays
+                node._saved = ()
+                node.inputs = None
+                node.freed = True
         # these names still refer to the last node's gradients: drop them, or the check below
         # would count them as other holders and the leaves would copy their gradients
         input_grads = grads = g = data = sent = held = None

@@ -213,13 +213,6 @@ class Context:
         self.inputs = tuple([ReleasedInput(a, name, slot) if type(edge) is Context else a
                              for slot, (a, edge) in enumerate(zip(self.inputs, self.edges))])
 
-    def free(self) -> None:
-        """Drop what the op saved and its inputs (after a backward pass); the graph's structure
-        (``edges``, ``next_functions``) stays, as in PyTorch."""
-        self._saved = ()
-        self.inputs = None
-        self.freed = True
-
     @property
     def next_functions(self) -> tuple[tuple[Any, int], ...]:
         """``(node, output index)`` per input, as in PyTorch: the input's ``grad_fn`` at the time
@@ -259,7 +252,7 @@ class _SavedOutput:
 
     def unpack(self, ctx: Context) -> Any:
         out = TENSOR._from_op(self.array, ctx if self.requires_grad else None)
-        out._version = self.version
+        out._version_counter = self.version  # the attribute behind the ``_version`` setter
         out._output_nr = self.index
         return out
 

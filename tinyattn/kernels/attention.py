@@ -315,6 +315,7 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
     n_batch, n_queries, n_heads, d_value = out.shape
     n_keys = k.shape[1]
     dtype = q.dtype.type
+    zero = dtype(0.0)
     keep_scale = dtype(1.0 / (1.0 - dropout_p)) if dropout_p < 1.0 else dtype(0.0)
     threshold = keep_threshold(dropout_p)
     lanes = tile_cols // 2  # a tile is two vectors wide
@@ -373,8 +374,10 @@ def _forward_block(q, k, v, q_c0, k_c0, v_c0, q_tokens, kv_tokens, d_head, n_kv_
             st[jj, c0 + stop : c0 + hi] = -np.inf
             row, row_new = st[jj, c0 + lo : c0 + hi], block_new[lo:hi]
             for x in range(hi - lo):
-                if row[x] > row_new[x]:
-                    row_new[x] = row[x]
+                # every element is stored (``+ 0`` is no copy of the value loaded, as far as
+                # the compiler knows): a store only where the row is larger compiles to masked
+                # vector stores, which an AMD EPYC without AVX-512 ran 7 times slower
+                row_new[x] = row[x] if row[x] > row_new[x] else row_new[x] + zero
         for x in range(n_cols):
             block_shift[x] = block_new[x] if block_new[x] > -np.inf else 0.0
             block_alpha[x] = fast_exp(block_run_max[x] - block_shift[x])

@@ -236,7 +236,7 @@ def binary(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """
     if _threaded(a, b):
         return run_binary(op, a, b, parallel=True)
-    return binary_numpy(op, a, b)
+    return _NUMPY[op](a, b)  # binary_numpy's call, without one more call of Python
 
 
 def binary_numpy(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:

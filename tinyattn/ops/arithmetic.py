@@ -131,9 +131,9 @@ def _power(values: np.ndarray, exponent: float) -> np.ndarray:
     if exponent == 3:
         return binary("mul", binary("mul", values, values), values)
     if exponent == -2:
-        return binary("div", np.ones((), values.dtype), binary("mul", values, values))
+        return binary("div", np.array(1, values.dtype), binary("mul", values, values))
     if exponent == -0.5:
-        return binary("div", np.ones((), values.dtype), np.sqrt(values))
+        return binary("div", np.array(1, values.dtype), np.sqrt(values))
     return values ** exponent
 
 

@@ -219,7 +219,7 @@ class TanhBackward(Function):
         ctx.save_for_backward(grad if ctx.needs_input_grad[1] else None, y)
         t = y.numpy()
         return from_numpy(binary("mul", grad.numpy(),
-                                 binary("sub", np.ones((), t.dtype), binary("mul", t, t))))
+                                 binary("sub", np.array(1, t.dtype), binary("mul", t, t))))
 
     @staticmethod
     def backward(ctx: Context, h: Tensor) -> tuple[Tensor | None, Tensor | None]:
@@ -276,7 +276,7 @@ class SigmoidBackward(Function):
         ctx.save_for_backward(grad if ctx.needs_input_grad[1] else None, y)
         s = y.numpy()
         return from_numpy(binary("mul", grad.numpy(),
-                                 binary("mul", s, binary("sub", np.ones((), s.dtype), s))))
+                                 binary("mul", s, binary("sub", np.array(1, s.dtype), s))))
 
     @staticmethod
     def backward(ctx: Context, h: Tensor) -> tuple[Tensor | None, Tensor | None]:
