@@ -233,3 +233,130 @@ except TypingError:
 def test_a_failed_compilation_releases_its_claim(tmp_path):
     (tmp_path / "failing.py").write_text(_FAILING_KERNEL)
     assert _last_line(_run(_COMPILE_FAILS, tmp_path / "cache", False, str(tmp_path))) == "[]"
+
+
+def test_a_claim_held_elsewhere_is_put_off_instead_of_waited_for(tmp_path):
+    path = str(tmp_path / "function.nbi.lock")
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD, path], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True,
+                              env=environment(tmp_path, **_ahead(False)), cwd=ROOT)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with cache_claims.putting_off() as put_off:
+            assert not cache_claims.claim(path, wait=0.1)  # only a miss may put off
+            assert not put_off.busy
+            start = time.monotonic()
+            with pytest.raises(cache_claims.Busy):
+                cache_claims.claim(path, wait=30, may_put_off=True)
+            assert time.monotonic() - start < 5  # at once, not after the wait
+            assert put_off.busy
+        with cache_claims.putting_off(False) as put_off:  # turned off: waits as usual
+            assert not cache_claims.claim(path, wait=0.1, may_put_off=True)
+            assert not put_off.busy
+        assert cache_claims.held() == []
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+_PUT_OFF_THEN_COMPILED = """
+import json, math, subprocess, sys
+import numpy as np
+from tinyattn.kernels import cache_claims, special
+
+x = np.array([0.5], np.float32)
+path = special._erf_kernel._cache.claim_path()
+holder = subprocess.Popen([sys.executable, "-c", sys.argv[1], path], stdin=subprocess.PIPE,
+                          stdout=subprocess.PIPE, text=True)
+assert holder.stdout.readline().strip() == "held"
+with cache_claims.putting_off() as put_off:
+    try:
+        special.erf(x)
+        outcome = "ran"
+    except Exception as error:  # numba may pass Busy on inside an error of its own
+        outcome = "raised"
+held_after = cache_claims.held()
+holder.stdin.close()
+holder.wait(timeout=60)
+error = abs(float(special.erf(x)[0]) - math.erf(0.5))  # compiled now: numba kept no failure
+print(json.dumps({"outcome": outcome, "busy": put_off.busy, "held": held_after,
+                  "error": error}))
+"""
+
+
+def test_a_compilation_put_off_fails_releases_its_claims_and_compiles_later(tmp_path):
+    result = json.loads(_last_line(_run(_PUT_OFF_THEN_COMPILED, tmp_path, False, _HOLD)))
+    assert result == {"outcome": "raised", "busy": True, "held": [],
+                      "error": result["error"]}
+    assert result["error"] < 1e-6
+
+
+def test_the_helper_runs_what_is_started_before_what_is_expected_the_last_expected_first():
+    from tinyattn.kernels.compile_ahead import Work
+
+    work = Work()
+    work.read(["embedding float32 later", "layer_norm float32 later", "adamw float32 later",
+               "matmul float32 now", "attention float64 now", "adamw float32 now"])
+    order = [work.next(), work.next()]
+    assert work.fresh_waiting()
+    work.put_off(order[0])  # matmul: a kernel of it was held by the other process
+    while (job := work.next()) is not None:
+        order.append(job)
+        if job == ("embedding", "float32"):
+            assert not work.fresh_waiting()  # only matmul is left, put off
+    assert order == [("matmul", "float32"), ("attention", "float64"), ("adamw", "float32"),
+                     ("layer_norm", "float32"), ("embedding", "float32"),
+                     ("matmul", "float32")]
+
+
+_EXPECTS_LAYER_NORM = """
+import numpy as np
+import tinyattn as ta
+from tinyattn.kernels import compile_ahead, special
+
+ta.nn.LayerNorm(4)  # expects the layer norm family: starts nothing
+print(compile_ahead._helper)
+special.erf(np.array([0.5], np.float32))  # compiles: the helper starts
+helper = compile_ahead._helper[0]
+helper.stdin.close()  # no more requests: it ends when done with those it has
+print(helper.wait(timeout=500))
+"""
+
+_LAYER_NORM_STEP = COUNT_COMPILES + """
+import json
+import numpy as np
+from tinyattn.kernels.layer_norm import layer_norm_backward, layer_norm_forward
+
+x, weight = np.ones((3, 4), np.float32), np.ones(4, np.float32)
+y, mean, rstd = layer_norm_forward(x, weight, weight, 1e-5)
+layer_norm_backward(y, x, weight, mean, rstd)
+print(json.dumps(compiled))
+"""
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="the helper needs two cores")
+def test_the_helper_compiles_the_families_a_built_layer_expects(tmp_path):
+    """A process that builds a LayerNorm and compiles only erf: its helper compiles the layer
+    norm's kernels too, which a later process then loads."""
+    before, exit_code = _run(_EXPECTS_LAYER_NORM, tmp_path, ahead=True).split()[-2:]
+    assert (before, exit_code) == ("[]", "0")
+    assert _last_line(_run(_LAYER_NORM_STEP, tmp_path)) == "[]"
+
+
+def test_layers_and_adam_expect_the_families_they_run(monkeypatch):
+    import tinyattn as ta
+    from tinyattn.kernels import compile_ahead
+
+    monkeypatch.setattr(compile_ahead, "_expected", [])
+    monkeypatch.setattr(compile_ahead, "_noted", set())
+    monkeypatch.setattr(compile_ahead, "_helper", [])
+    model = ta.nn.Sequential(ta.nn.Embedding(5, 4), ta.nn.LayerNorm(4), ta.nn.ReLU(),
+                             ta.nn.Linear(4, 4), ta.nn.GELU())
+    ta.optim.AdamW(model.parameters())
+    assert compile_ahead._expected == [(family, "float32") for family in (
+        "embedding", "layer_norm", "matmul", "gelu", "adamw")]
+    assert compile_ahead._helper == []  # expecting starts no helper
+    ta.optim.Adam([ta.zeros(2, dtype=ta.float64, requires_grad=True)])
+    assert compile_ahead._expected[-1] == ("adamw", "float64")
+    assert ta.nn.MultiheadAttention.kernel_families == ("attention",)
+    assert ta.nn.CrossEntropyLoss.kernel_families == ("cross_entropy",)

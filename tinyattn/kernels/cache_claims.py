@@ -17,6 +17,11 @@ claim while the functions it calls compile, and calls do not form cycles. A clai
 within :data:`WAIT_SECONDS` is given up (the process compiles unclaimed, as numba alone would),
 and the operating system drops the claims of a process that exits. Where ``flock`` or the file
 cannot be had (another OS, a read-only cache directory) nothing is claimed.
+
+A process with other work to do need not wait: within :func:`putting_off`, a miss on a function
+another process holds raises :class:`Busy` instead, and the compilation under way fails (its own
+claims released). The compile-ahead helper does this, to compile another family meanwhile and
+come back later.
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Iterator
 
 try:
     import fcntl
@@ -37,14 +43,49 @@ _POLL_SECONDS = 0.005
 _held: dict[str, int] = {}  # lock file → its open descriptor, for the claims of this process
 
 
+class Busy(Exception):
+    """Another process holds the claim of a function this one missed, within
+    :func:`putting_off`."""
+
+
+class PutOff:
+    """What :func:`putting_off` yields: ``busy`` tells whether a claim was found held (numba
+    may pass :class:`Busy` on inside an error of its own)."""
+
+    def __init__(self) -> None:
+        self.busy = False
+
+
+_putting_off: list[PutOff] = []
+
+
+@contextlib.contextmanager
+def putting_off(enabled: bool = True) -> Iterator[PutOff]:
+    """Within (when ``enabled``): a claim that :func:`claim` is asked for with
+    ``may_put_off=True`` and another process holds raises :class:`Busy` at once."""
+    record = PutOff()
+    if not enabled:
+        yield record
+        return
+    _putting_off.append(record)
+    try:
+        yield record
+    finally:
+        _putting_off.pop()
+
+
 def available() -> bool:
     """Whether claims work here (``flock`` exists)."""
     return fcntl is not None
 
 
-def claim(path: str, wait: float = WAIT_SECONDS) -> bool:
+def claim(path: str, wait: float = WAIT_SECONDS, may_put_off: bool = False) -> bool:
     """Hold the claim ``path`` (a lock file, created if missing), waiting up to ``wait`` seconds
-    while another process holds it. True when held, now or already by this process."""
+    while another process holds it. True when held, now or already by this process.
+
+    With ``may_put_off``, within :func:`putting_off`, a claim another process holds raises
+    :class:`Busy` instead of being waited for.
+    """
     if path in _held:
         return True
     if fcntl is None:
@@ -58,6 +99,10 @@ def claim(path: str, wait: float = WAIT_SECONDS) -> bool:
         try:
             fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            if may_put_off and _putting_off:
+                os.close(descriptor)
+                _putting_off[-1].busy = True
+                raise Busy(path) from None
             if time.monotonic() >= deadline:
                 os.close(descriptor)
                 return False

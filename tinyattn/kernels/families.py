@@ -10,7 +10,7 @@ Whether a kernel runs on its serial or its parallel driver depends on the size o
 the rest of what it compiles (its task functions and their launcher) serves both, and
 :func:`~.parallel.compile_drivers` compiles the two drivers. ``tinyattn warmup`` runs every
 family (:mod:`tinyattn.warmup`); the compile-ahead helper runs the families a process starts to
-compile.
+compile or expects to run.
 
 The kernels of ``exp``, ``parallel``, ``reductions`` and ``simd`` are helpers, compiled into the
 kernels that call them (:data:`HELPER_MODULES`).

@@ -87,7 +87,7 @@ class _LoadingCache(FunctionCache):
         start_runtime(target_context)  # what cached code needs of the refresh
         with self._guard_against_spurious_io_errors():
             loaded = self._load_overload(sig, target_context)
-            if loaded is None and self._enabled and self._claim():
+            if loaded is None and self._enabled and self._claim(may_put_off=True):
                 # Claimed, after waiting for any other process compiling this function: it may
                 # have saved the code meanwhile.
                 loaded = self._load_overload(sig, target_context)
@@ -102,12 +102,12 @@ class _LoadingCache(FunctionCache):
         finally:
             cache_claims.release(self.claim_path())
 
-    def _claim(self) -> bool:
+    def _claim(self, may_put_off: bool = False) -> bool:
         try:
             self._impl.locator.ensure_cache_path()
         except OSError:
             return False
-        return cache_claims.claim(self.claim_path())
+        return cache_claims.claim(self.claim_path(), may_put_off=may_put_off)
 
 
 class _ReleaseFailedClaims(event.Listener):

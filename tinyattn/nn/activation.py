@@ -71,6 +71,8 @@ class GELU(Module):
     [0.0, 0.0, 0.0]
     """
 
+    kernel_families = ("gelu",)
+
     def __init__(self, approximate: str = "none"):
         super().__init__()
         self.approximate = check_choice("GELU", "approximate", approximate, GELU_APPROXIMATIONS)

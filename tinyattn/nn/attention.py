@@ -73,6 +73,8 @@ class SelfAttention(Module):
     'fused'
     """
 
+    kernel_families = ("attention",)
+
     def __init__(self, d_in: int, d_out: int, qkv_bias: bool = False, causal: bool = False,
                  dropout: float = 0.0, impl: str = "auto"):
         super().__init__()
@@ -189,6 +191,8 @@ class MultiHeadAttention(Module):
     >>> out.shape, weights.shape, mha.attention_path.impl
     ((3, 5, 8), (3, 5, 5), 'composed')
     """
+
+    kernel_families = ("attention",)
 
     def __init__(self, embed_dim: int, num_heads: int, dropout: float = 0.0, bias: bool = True,
                  causal: bool = False, impl: str = "auto", num_kv_heads: int | None = None,

@@ -34,6 +34,8 @@ class Linear(Module):
     (2, 5, 3)
     """
 
+    kernel_families = ("matmul",)
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True,
                  device: Any = None, dtype: Any = None):
         super().__init__()

@@ -57,6 +57,8 @@ class CrossEntropyLoss(_WeightedLoss):
     True
     """
 
+    kernel_families = ("cross_entropy",)
+
     def __init__(self, weight: Tensor | None = None, size_average: bool | None = None,
                  ignore_index: int = -100, reduce: bool | None = None, reduction: str = "mean",
                  label_smoothing: float = 0.0):

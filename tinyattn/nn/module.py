@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..dtypes import get_default_dtype
+from ..kernels.compile_ahead import expect
 from ..tensor import Tensor, _to_array
 from .conversion import ConversionMixin, check_device, float_dtype
 from .state import IncompatibleKeys, StateDictMixin
@@ -108,8 +109,15 @@ class Module(ConversionMixin, StateDictMixin):
     """
 
     training: bool
+    kernel_families: tuple[str, ...] = ()
+    """The kernel families (modules of :mod:`tinyattn.kernels`) this layer's forward and
+    backward always run. Built, the layer tells :func:`~tinyattn.kernels.compile_ahead.expect`,
+    so that on an empty numba cache a helper process can compile them before they are
+    reached."""
 
     def __init__(self) -> None:
+        if self.kernel_families:
+            expect(self.kernel_families, get_default_dtype())
         setter = object.__setattr__
         setter(self, "training", True)
         setter(self, "_parameters", {})

@@ -31,6 +31,8 @@ class LayerNorm(Module):
     [-1.342, -0.447, 0.447, 1.342]
     """
 
+    kernel_families = ("layer_norm",)
+
     def __init__(
         self, normalized_shape: int | Sequence[int], eps: float = 1e-5,
         elementwise_affine: bool = True, bias: bool = True,

@@ -31,6 +31,8 @@ class Embedding(Module):
     [0.0, 0.0, 0.0, 0.0]
     """
 
+    kernel_families = ("embedding",)
+
     def __init__(self, num_embeddings: int, embedding_dim: int, padding_idx: int | None = None,
                  device: Any = None, dtype: Any = None):
         super().__init__()

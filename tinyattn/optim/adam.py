@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..kernels.adamw import adamw_step
+from ..kernels.compile_ahead import expect
 from ..tensor import Tensor, check_kernel_dtype
 from ..validation import check_number
 from .optimizer import Optimizer
@@ -108,6 +109,9 @@ class Adam(Optimizer):
                         differentiable=differentiable, fused=fused,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        first = next((p for group in self.param_groups for p in group["params"]), None)
+        if first is not None:
+            expect(["adamw"], first.dtype)  # the family of its fused kernel
 
     def _state_keys(self, group: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
         extra = ("max_exp_avg_sq",) if group.get("amsgrad") else ()
