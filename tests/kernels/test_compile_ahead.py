@@ -259,54 +259,77 @@ def test_a_claim_held_elsewhere_is_put_off_instead_of_waited_for(tmp_path):
         holder.wait(timeout=60)
 
 
-_PUT_OFF_THEN_COMPILED = """
-import json, math, subprocess, sys
-import numpy as np
-from tinyattn.kernels import cache_claims, special
+_HOLD_A_WHILE = """
+import sys, time
+from tinyattn.kernels import cache_claims
+assert cache_claims.claim(sys.argv[1])
+print("held", flush=True)
+time.sleep(float(sys.argv[2]))
+"""
 
-x = np.array([0.5], np.float32)
-path = special._erf_kernel._cache.claim_path()
-holder = subprocess.Popen([sys.executable, "-c", sys.argv[1], path], stdin=subprocess.PIPE,
+_PUT_OFF_OR_WAIT = """
+import json, math, subprocess, sys, time
+import numpy as np
+from tinyattn.kernels import cache_claims, layer_norm, reductions, special
+
+x = np.array([[0.5, -1.0]], np.float32)
+if sys.argv[2] == "outermost":  # the kernel itself: a compilation put off
+    held, run = special._erf_kernel, lambda: special.erf(x)
+else:  # a helper of the kernel, compiled inside the kernel's compilation: waited for
+    weight = np.ones(2, np.float32)
+    held = reductions.row_sum
+    run = lambda: layer_norm.layer_norm_forward(x, weight, weight, 1e-5)
+holder = subprocess.Popen([sys.executable, "-c", sys.argv[1], held._cache.claim_path(), "3"],
                           stdout=subprocess.PIPE, text=True)
 assert holder.stdout.readline().strip() == "held"
+start = time.monotonic()
 with cache_claims.putting_off() as put_off:
     try:
-        special.erf(x)
+        run()
         outcome = "ran"
     except Exception as error:  # numba may pass Busy on inside an error of its own
         outcome = "raised"
+seconds = time.monotonic() - start
 held_after = cache_claims.held()
-holder.stdin.close()
 holder.wait(timeout=60)
-error = abs(float(special.erf(x)[0]) - math.erf(0.5))  # compiled now: numba kept no failure
+error = abs(float(special.erf(x)[0, 0]) - math.erf(0.5))  # compiles now: no failure was kept
 print(json.dumps({"outcome": outcome, "busy": put_off.busy, "held": held_after,
-                  "error": error}))
+                  "waited": seconds > 2.0, "error": error}))
 """
 
 
-def test_a_compilation_put_off_fails_releases_its_claims_and_compiles_later(tmp_path):
-    result = json.loads(_last_line(_run(_PUT_OFF_THEN_COMPILED, tmp_path, False, _HOLD)))
-    assert result == {"outcome": "raised", "busy": True, "held": [],
-                      "error": result["error"]}
+@pytest.mark.parametrize("where", ["outermost", "nested"])
+def test_only_an_outermost_compilation_is_put_off_and_it_compiles_later(tmp_path, where):
+    """Within ``putting_off``: a kernel another process holds fails at once (its claims
+    released) and compiles later; a function it calls that another process holds is waited
+    for, or the kernel's work so far would be lost."""
+    result = json.loads(_last_line(_run(_PUT_OFF_OR_WAIT, tmp_path, False, _HOLD_A_WHILE,
+                                        where)))
     assert result["error"] < 1e-6
+    del result["error"]
+    if where == "outermost":
+        assert result == {"outcome": "raised", "busy": True, "held": [], "waited": False}
+    else:
+        assert result == {"outcome": "ran", "busy": False, "held": [], "waited": True}
 
 
-def test_the_helper_runs_what_is_started_before_what_is_expected_the_last_expected_first():
+def test_the_helper_runs_what_is_expected_then_what_was_started_then_what_it_put_off():
     from tinyattn.kernels.compile_ahead import Work
 
     work = Work()
-    work.read(["embedding float32 later", "layer_norm float32 later", "adamw float32 later",
-               "matmul float32 now", "attention float64 now", "adamw float32 now"])
+    work.read(["matmul float32 started", "embedding float32 expected",
+               "layer_norm float32 expected", "attention float64 started",
+               "adamw float32 expected", "embedding float32 started"])  # ran already
     order = [work.next(), work.next()]
     assert work.fresh_waiting()
-    work.put_off(order[0])  # matmul: a kernel of it was held by the other process
+    work.put_off(order[1])  # layer_norm: the other process was compiling a kernel of it
     while (job := work.next()) is not None:
         order.append(job)
-        if job == ("embedding", "float32"):
-            assert not work.fresh_waiting()  # only matmul is left, put off
-    assert order == [("matmul", "float32"), ("attention", "float64"), ("adamw", "float32"),
-                     ("layer_norm", "float32"), ("embedding", "float32"),
-                     ("matmul", "float32")]
+        if job == ("attention", "float64"):
+            assert not work.fresh_waiting()  # only layer_norm is left, put off
+    assert order == [("embedding", "float32"), ("layer_norm", "float32"),
+                     ("adamw", "float32"), ("matmul", "float32"), ("attention", "float64"),
+                     ("layer_norm", "float32")]
 
 
 _EXPECTS_LAYER_NORM = """

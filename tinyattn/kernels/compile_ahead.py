@@ -12,12 +12,13 @@ function while the other waits and loads it, so nothing is compiled twice.
 A model says ahead which families it will run: each layer that always runs a family names it
 (``Linear.kernel_families = ("matmul",)``, :class:`~tinyattn.nn.Module`), and so does an
 optimizer on the fused Adam kernel. Building them calls :func:`expect`, which starts nothing;
-once a helper runs, it compiles the expected families too, after those this process has started
-to compile, the last expected first. This process goes through its step in order (the first
-layers' forward first, the optimizer last), the helper from the other end, so that the two meet
-in the middle instead of waiting on each other's claims. For the same reason the helper does not
-wait on a claim this process holds while it has other families to compile: it puts that family
-off (:func:`.cache_claims.putting_off`) and comes back to it when nothing else is left.
+once a helper runs, it compiles the expected families first, in the order the layers were built
+(mostly the order of the forward pass), then the rest of those this process started (their
+backward, needed after the whole forward pass). So while this process compiles the kernel it
+needs now, the helper compiles one it will need next, and this process finds it in the cache
+when it gets there. The helper does not wait on a kernel this process is compiling while it has
+other families to compile: it puts that family off (:func:`.cache_claims.putting_off`) and comes
+back to it when nothing else is left.
 
 It runs where it can help: two or more cores, a numba cache directory, claims that work
 (POSIX), and a process that is not a helper itself; ``TINYATTN_COMPILE_AHEAD=0`` turns it off.
@@ -26,8 +27,8 @@ it has saved stays in the cache (numba writes each file whole, under a temporary
 process whose kernels are all in the cache compiles nothing, so it starts no helper, whatever it
 expects.
 
-The helper runs :func:`main`: it reads ``<family> <dtype> now|later`` lines on its standard
-input and runs each family once (:class:`Work`).
+The helper runs :func:`main`: it reads ``<family> <dtype> expected|started`` lines on its
+standard input and runs each family once (:class:`Work`).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ from .families import FAMILIES
 
 VARIABLE = "TINYATTN_COMPILE_AHEAD"
 
-_requested: set[tuple[str, str]] = set()  # (family, dtype) asked for now
+_requested: set[tuple[str, str]] = set()  # (family, dtype) this process started to compile
 _expected: list[tuple[str, str]] = []  # expected and not yet told to the helper
 _noted: set[tuple[str, str]] = set()  # every (family, dtype) expected so far
 _helper: list[subprocess.Popen | None] = []  # empty until the first request; None: no helper
@@ -119,14 +120,14 @@ def request(module: str, dtype: str | None) -> None:
     _requested.add((family, dtype))
     helper = _start()
     if helper is not None:
-        _tell(helper, family, dtype, "now")
+        _tell(helper, family, dtype, "started")
         _tell_expected(helper)
 
 
 def expect(families: Iterable[str], dtype: Any) -> None:
     """Note that this process will run the kernel ``families`` for ``dtype`` (a layer or an
-    optimizer was built): a helper, once one runs, compiles them after what it is asked for
-    now. Starts no helper; cheap enough to call for every layer built. Other dtypes than the
+    optimizer was built): a helper, once one runs, compiles them first, in the order expected.
+    Starts no helper; cheap enough to call for every layer built. Other dtypes than the
     kernels' (float32, float64) are ignored."""
     dtype = np.dtype(dtype)
     if dtype not in FLOAT_DTYPES:
@@ -141,41 +142,43 @@ def expect(families: Iterable[str], dtype: Any) -> None:
 
 def _tell_expected(helper: subprocess.Popen) -> None:
     while _expected:
-        _tell(helper, *_expected.pop(0), "later")
+        _tell(helper, *_expected.pop(0), "expected")
 
 
 class Work:
     """The helper's queue of ``(family, dtype)`` to run, fed by :meth:`read` on a thread of its
-    own: families the process has started to compile, in the order asked, before those it
-    expects, the last expected first, before those put off because the process held one of
-    their kernels. Each runs once, unless put off.
+    own: the families the process expects, in the order expected, then those it started, in the
+    order started, then those put off because the process was compiling one of their kernels.
+    Each runs once, unless put off.
 
     Examples
     --------
     >>> work = Work()
-    >>> work.read(["embedding float32 later", "gelu float32 later", "matmul float32 now"])
+    >>> work.read(["matmul float32 started", "embedding float32 expected",
+    ...            "gelu float32 expected"])
     >>> work.next(), work.next()
-    (('matmul', 'float32'), ('gelu', 'float32'))
+    (('embedding', 'float32'), ('gelu', 'float32'))
     >>> work.put_off(("gelu", "float32")); work.fresh_waiting()
     True
     >>> work.next(), work.next(), work.next()
-    (('embedding', 'float32'), ('gelu', 'float32'), None)
+    (('matmul', 'float32'), ('gelu', 'float32'), None)
     """
 
     def __init__(self) -> None:
-        self._now: list[tuple[str, str]] = []
-        self._later: list[tuple[str, str]] = []
+        self._expected: list[tuple[str, str]] = []
+        self._started: list[tuple[str, str]] = []
         self._put_off: list[tuple[str, str]] = []
         self._done: set[tuple[str, str]] = set()
         self._ended = False
         self._changed = threading.Condition()
 
     def read(self, lines: Iterable[str]) -> None:
-        """Queue the requests ``lines`` (``<family> <dtype> now|later``) until they end."""
+        """Queue the requests ``lines`` (``<family> <dtype> expected|started``) until they
+        end."""
         for line in lines:
-            family, dtype, when = line.split()
+            family, dtype, kind = line.split()
             with self._changed:
-                (self._now if when == "now" else self._later).append((family, dtype))
+                (self._expected if kind == "expected" else self._started).append((family, dtype))
                 self._changed.notify()
         with self._changed:
             self._ended = True
@@ -186,9 +189,9 @@ class Work:
         have run."""
         with self._changed:
             while True:
-                for queue, index in ((self._now, 0), (self._later, -1), (self._put_off, 0)):
+                for queue in (self._expected, self._started, self._put_off):
                     while queue:
-                        job = queue.pop(index)
+                        job = queue.pop(0)
                         if job not in self._done:
                             self._done.add(job)
                             return job
@@ -197,10 +200,10 @@ class Work:
                 self._changed.wait()
 
     def fresh_waiting(self) -> bool:
-        """Whether a family not yet tried waits (then one whose kernel the process holds is
-        better put off than waited for)."""
+        """Whether a family not yet tried waits (then one whose kernel the process is compiling
+        is better put off than waited for)."""
         with self._changed:
-            return any(job not in self._done for job in self._now + self._later)
+            return any(job not in self._done for job in self._expected + self._started)
 
     def put_off(self, job: tuple[str, str]) -> None:
         """Run ``job`` again once the families not yet tried have run."""

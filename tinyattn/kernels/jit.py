@@ -87,7 +87,10 @@ class _LoadingCache(FunctionCache):
         start_runtime(target_context)  # what cached code needs of the refresh
         with self._guard_against_spurious_io_errors():
             loaded = self._load_overload(sig, target_context)
-            if loaded is None and self._enabled and self._claim(may_put_off=True):
+            # only an outermost compilation may be put off: a function called by one under
+            # way is waited for, or the caller's work so far would be lost
+            outermost = _Compilations.under_way == 0
+            if loaded is None and self._enabled and self._claim(may_put_off=outermost):
                 # Claimed, after waiting for any other process compiling this function: it may
                 # have saved the code meanwhile.
                 loaded = self._load_overload(sig, target_context)
@@ -110,13 +113,18 @@ class _LoadingCache(FunctionCache):
         return cache_claims.claim(self.claim_path(), may_put_off=may_put_off)
 
 
-class _ReleaseFailedClaims(event.Listener):
-    """A compilation that raises saves nothing: its function's claim is released then."""
+class _Compilations(event.Listener):
+    """Follows numba's compilations: how many are under way (numba compiles one at a time,
+    a function's callees inside it), and the claim of one that raises, released (it saves
+    nothing)."""
+
+    under_way = 0
 
     def on_start(self, ev: event.Event) -> None:
-        pass
+        _Compilations.under_way += 1
 
     def on_end(self, ev: event.Event) -> None:
+        _Compilations.under_way = max(0, _Compilations.under_way - 1)
         # The exception it carries; not ``ev.is_failed``, which numba 0.68 answers inverted.
         failed = getattr(ev, "_exc_details", None) is not None
         cache = getattr(ev.data["dispatcher"], "_cache", None)
@@ -124,7 +132,7 @@ class _ReleaseFailedClaims(event.Listener):
             cache_claims.release(cache.claim_path())
 
 
-event.register("numba:compile", _ReleaseFailedClaims())
+event.register("numba:compile", _Compilations())
 
 _LEAN_LOADING = (
     all(hasattr(FunctionCache, name) for name in ("_load_overload",
