@@ -698,6 +698,30 @@ MUTANTS: list[Mutant] = [
            "be another checkout's: it compiles that one's kernels, and the process it was to "
            "help compiles all of its own",
            "tests/kernels/test_compile_ahead.py"),
+    mutant("compile-ahead-started-first", "tinyattn/kernels/compile_ahead.py",
+           "for queue in (self._expected, self._started, self._put_off):",
+           "for queue in (self._started, self._expected, self._put_off):",
+           "the helper compiles the backward of the families the process started before the "
+           "families its layers expect, which the process needs sooner",
+           "tests/kernels/test_compile_ahead.py"),
+    mutant("compile-ahead-layers-expect-nothing", "tinyattn/nn/module.py",
+           "        if self.kernel_families:\n",
+           "        if False:\n",
+           "building a layer does not tell the compile-ahead helper the kernel families it "
+           "will run",
+           "tests/kernels/test_compile_ahead.py"),
+    mutant("claim-never-put-off", "tinyattn/kernels/cache_claims.py",
+           "            if may_put_off and _putting_off:",
+           "            if False:",
+           "the helper waits for every kernel the other process is compiling, even with other "
+           "families to compile",
+           "tests/kernels/test_compile_ahead.py"),
+    mutant("claim-put-off-nested", "tinyattn/kernels/jit.py",
+           "outermost = _Compilations.under_way == 0",
+           "outermost = True",
+           "a function that a compilation under way calls is put off too: the caller's "
+           "compilation fails and its work so far is lost",
+           "tests/kernels/test_compile_ahead.py"),
     mutant("simd-transpose-pair-mask", "tinyattn/kernels/simd.py",
            "            high = ir.Constant(mask_type, [j + s if not j & s else lanes + j\n",
            "            high = ir.Constant(mask_type, [j if not j & s else lanes + j\n",

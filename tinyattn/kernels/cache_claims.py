@@ -18,10 +18,10 @@ within :data:`WAIT_SECONDS` is given up (the process compiles unclaimed, as numb
 and the operating system drops the claims of a process that exits. Where ``flock`` or the file
 cannot be had (another OS, a read-only cache directory) nothing is claimed.
 
-A process with other work to do need not wait: within :func:`putting_off`, a miss on a function
-another process holds raises :class:`Busy` instead, and the compilation under way fails (its own
-claims released). The compile-ahead helper does this, to compile another family meanwhile and
-come back later.
+A process with other work to do need not wait: within :func:`putting_off`, the miss of an
+outermost compilation (not of a function that one calls, :mod:`.jit`) on a function another
+process holds raises :class:`Busy` instead, and the compilation fails. The compile-ahead helper
+does this, to compile another family meanwhile and come back later.
 """
 
 from __future__ import annotations
