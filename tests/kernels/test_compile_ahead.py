@@ -5,6 +5,7 @@ two processes sharing one numba cache do. The suite itself runs without the help
 (``tests/conftest.py``); these tests turn it on where they need it.
 """
 
+import contextlib
 import json
 import os
 import subprocess
@@ -40,20 +41,27 @@ sys.stdin.read()  # until the test closes it
 """
 
 
-def test_a_claim_is_held_by_one_process_at_a_time(tmp_path):
+@contextlib.contextmanager
+def _held_elsewhere(tmp_path):
+    """The path of a claim that another process holds until the block ends."""
     path = str(tmp_path / "function.nbi.lock")
     holder = subprocess.Popen([sys.executable, "-c", _HOLD, path], stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, text=True,
                               env=environment(tmp_path, **_ahead(False)), cwd=ROOT)
     try:
         assert holder.stdout.readline().strip() == "held"
+        yield path
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+
+
+def test_a_claim_is_held_by_one_process_at_a_time(tmp_path):
+    with _held_elsewhere(tmp_path) as path:
         start = time.monotonic()
         assert not cache_claims.claim(path, wait=0.3)  # gives up after its wait
         assert time.monotonic() - start >= 0.3
         assert cache_claims.held() == []
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
     assert cache_claims.claim(path, wait=30)  # released when its holder exited
     assert cache_claims.claim(path, wait=0)  # this process holds it already
     assert cache_claims.held() == [path]
@@ -236,12 +244,7 @@ def test_a_failed_compilation_releases_its_claim(tmp_path):
 
 
 def test_a_claim_held_elsewhere_is_put_off_instead_of_waited_for(tmp_path):
-    path = str(tmp_path / "function.nbi.lock")
-    holder = subprocess.Popen([sys.executable, "-c", _HOLD, path], stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, text=True,
-                              env=environment(tmp_path, **_ahead(False)), cwd=ROOT)
-    try:
-        assert holder.stdout.readline().strip() == "held"
+    with _held_elsewhere(tmp_path) as path:
         with cache_claims.putting_off() as put_off:
             assert not cache_claims.claim(path, wait=0.1)  # only a miss may put off
             assert not put_off.busy
@@ -254,9 +257,6 @@ def test_a_claim_held_elsewhere_is_put_off_instead_of_waited_for(tmp_path):
             assert not cache_claims.claim(path, wait=0.1, may_put_off=True)
             assert not put_off.busy
         assert cache_claims.held() == []
-    finally:
-        holder.stdin.close()
-        holder.wait(timeout=60)
 
 
 _HOLD_A_WHILE = """
