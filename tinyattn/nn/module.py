@@ -111,9 +111,9 @@ class Module(ConversionMixin, StateDictMixin):
     training: bool
     kernel_families: tuple[str, ...] = ()
     """The kernel families (modules of :mod:`tinyattn.kernels`) this layer's forward and
-    backward always run. Built, the layer tells :func:`~tinyattn.kernels.compile_ahead.expect`,
-    so that on an empty numba cache a helper process can compile them before they are
-    reached."""
+    backward run with its default options. Built, the layer tells
+    :func:`~tinyattn.kernels.compile_ahead.expect` (for the default dtype), so that on an empty
+    numba cache a helper process can compile them before they are reached."""
 
     def __init__(self) -> None:
         if self.kernel_families:
