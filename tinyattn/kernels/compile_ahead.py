@@ -104,9 +104,9 @@ def _stop(helper: subprocess.Popen, owner: int) -> None:
             helper.wait(timeout=5)
 
 
-def _tell(helper: subprocess.Popen, family: str, dtype: str, when: str) -> None:
+def _tell(helper: subprocess.Popen, family: str, dtype: str, kind: str) -> None:
     with contextlib.suppress(OSError):  # a helper that has exited: this process compiles
-        helper.stdin.write(f"{family} {dtype} {when}\n")
+        helper.stdin.write(f"{family} {dtype} {kind}\n")
         helper.stdin.flush()
 
 
