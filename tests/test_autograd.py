@@ -18,6 +18,32 @@ def test_reused_node_accumulates_gradients_from_every_path():
     np.testing.assert_allclose(x.grad.numpy(), 4 * 2 * x.numpy())  # d(4x²)/dx = 8x
 
 
+def test_the_backward_runs_the_ops_in_the_order_pytorchs_engine_does():
+    # a hook on an intermediate tensor fires when the op that made it is about to run its
+    # backward: the order of the names is the order of the ops, in each library
+    torch = pytest.importorskip("torch")
+
+    def order_of_the_backward(lib, make):
+        rng = np.random.default_rng(0)
+        x, g = make(rng.standard_normal((5, 4))), make(rng.standard_normal((5, 3)))
+        w_q, w_k, w_v = (make(rng.standard_normal((4, 3))).requires_grad_() for _ in range(3))
+        seen = []
+
+        def watch(name, t):
+            t.register_hook(lambda grad: seen.append(name))
+            return t
+
+        q, k, v = watch("Q", x @ w_q), watch("K", x @ w_k), watch("V", x @ w_v)
+        s = watch("S", watch("QKt", q @ watch("Kt", k.T)) * 0.5)
+        o = watch("O", watch("P", s.softmax(-1)) @ v)
+        (o * g).sum().backward()
+        return seen
+
+    ours = order_of_the_backward(ta, ta.tensor)
+    assert ours == order_of_the_backward(torch, torch.from_numpy)
+    assert ours.index("P") < ours.index("V")  # both ready after O: the later op runs first
+
+
 def test_leaf_used_by_two_ops_sums_both_contributions():
     x = ta.tensor(3.0, requires_grad=True)
     (x * 2 + x.exp()).backward()

@@ -41,7 +41,7 @@ def test_the_chain_names_the_nodes_the_formula_came_through():
     assert [trace[i].out_shape for i in explanation.chain] == [(5, 5), (5, 5), (5, 5), (5, 3)]
     text = str(explanation)
     assert text.splitlines()[0] == "dW_q = Xᵀ · (dS · s · K)"
-    assert "#4 Softmax (5, 5): dS = P ⊙ (dP − rowsum(dP ⊙ P))" in text
+    assert "#3 Softmax (5, 5): dS = P ⊙ (dP − rowsum(dP ⊙ P))" in text
 
 
 def test_layers_with_pytorch_weight_layout_and_the_fused_path():

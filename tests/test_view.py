@@ -53,8 +53,10 @@ def seed_page():
 
 # ---- the graph's numbers ----------------------------------------------------------------------
 def test_the_page_has_one_node_per_graph_node_in_the_engines_order(seed_page):
-    assert [n["op"] for n in seed_page.nodes] == ["Sum", "Mul", "MatMul", "MatMul", "Softmax",
-                                                   "Mul", "MatMul", "Permute", "MatMul",
+    # the forward recorded Q, K, V, Kᵀ, Q Kᵀ, · s, softmax, P V, ⊙ G, sum: the engine runs
+    # them from the last one back
+    assert [n["op"] for n in seed_page.nodes] == ["Sum", "Mul", "MatMul", "Softmax", "Mul",
+                                                   "MatMul", "Permute", "MatMul", "MatMul",
                                                    "MatMul"]
     assert [n["index"] for n in seed_page.nodes] == list(range(10))
     assert sorted(leaf["name"] for leaf in seed_page.leaves) == ["W_k", "W_q", "W_v"]
@@ -183,21 +185,21 @@ def test_backward_rules_are_the_ops_own_formulas(seed_page):
                 checked += 1
         assert data["doc"].startswith(" ".join(node.fn.__doc__.split("\n\n")[0].split()))
     assert checked == 12
-    softmax_rules = [e["rule"] for e in page.nodes[4]["inputs"] if "rule" in e]
+    softmax_rules = [e["rule"] for e in page.nodes[3]["inputs"] if "rule" in e]
     assert softmax_rules == ["P ⊙ (dP − rowsum(dP ⊙ P))"]
 
 
 def test_a_parameters_path_is_explain(seed_page):
     leaf = seed_page.leaf("W_q")
     assert leaf["explain"]["formula"] == "dW_q = Xᵀ · (dS · s · K)"
-    # the nodes from the loss to W_q: every node but the W_k and W_v branches (#3, #7, #8)
-    assert leaf["explain"]["nodes"] == [0, 1, 2, 4, 5, 6, 9]
+    # the nodes from the loss to W_q: every node but the W_k and W_v branches (#6, #7, #8)
+    assert leaf["explain"]["nodes"] == [0, 1, 2, 3, 4, 5, 9]
 
 
 def test_memory_is_the_ledgers(seed_page):
     inputs = walkthrough.make_inputs()
     P = softmax(seed_numpy()["S"])
-    softmax_node = seed_page.nodes[4]
+    softmax_node = seed_page.nodes[3]
     assert softmax_node["memory"]["bytes"] == P.nbytes  # the softmax keeps its output
     assert sum(n["memory"]["bytes"] for n in seed_page.nodes) == \
         seed_page.data["summary"]["memory"]["total_bytes"]
@@ -207,7 +209,7 @@ def test_memory_is_the_ledgers(seed_page):
 def test_attention_maps_of_the_composed_path_against_numpy(seed_page):
     ref = seed_numpy()
     (site,) = seed_page.sites
-    assert (site.kind, site.node, site.shape) == ("composed", 4, (1, 1, 6, 6))
+    assert (site.kind, site.node, site.shape) == ("composed", 3, (1, 1, 6, 6))
     for key in ("P", "dP", "dS"):
         assert np.allclose(site.__dict__[key][0, 0], ref[key], rtol=1e-12, atol=1e-15), key
         assert site.norms[key][0] == pytest.approx(norm(ref[key]), rel=1e-12)

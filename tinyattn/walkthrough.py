@@ -457,8 +457,8 @@ def view(seed: int = 123, causal: bool = False, d_out: int = 2,
     Examples
     --------
     >>> page = view()
-    >>> [node["op"] for node in page.nodes][:5], page.nodes[4]["label"]
-    (['Sum', 'Mul', 'MatMul', 'MatMul', 'Softmax'], 'P')
+    >>> [node["op"] for node in page.nodes][:4], page.nodes[3]["label"]
+    (['Sum', 'Mul', 'MatMul', 'Softmax'], 'P')
     """
     inputs = make_inputs(seed, d_out)
     x, G = ta.tensor(inputs.X), ta.tensor(inputs.G)

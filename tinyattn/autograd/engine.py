@@ -1,9 +1,11 @@
-"""The backward pass: reverse topological order, one chain-rule step per recorded op.
+"""The backward pass: the recorded ops in reverse, one chain-rule step per op.
 
-:func:`run_backward` walks the graph that produced the roots with an explicit stack (so a
-10,000-op chain needs no recursion), gives every op the gradient of each of its outputs (summed
-over all the places the output was used) and sends what its backward rule returns on to the
-inputs. Gradients are tensors throughout.
+:func:`run_backward` runs the ops that produced the roots from the most recently recorded one
+down (the highest ``sequence_nr`` first, as PyTorch's engine does): an op then runs after every
+op that used its outputs, with no recursion, so a 10,000-op chain is fine. It gives every op the
+gradient of each of its outputs (summed over all the places the output was used) and sends
+what its backward rule returns on to the inputs; an op that receives no gradient is not run.
+Gradients are tensors throughout.
 
 Broadcasting is undone in exactly one place, :func:`unbroadcast`: a backward rule may return a
 gradient of the *broadcast* shape and the engine sums it back to the input's shape, because the
@@ -17,12 +19,15 @@ recorded and can be differentiated again (Hessian-vector products, gradient pena
 
 from __future__ import annotations
 
+import heapq
+import operator
 import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..kernels.elementwise import binary
 from . import function
 from .function import Context
 from .grad_mode import _set_grad_enabled, is_anomaly_enabled, is_grad_enabled
@@ -63,25 +68,21 @@ def unbroadcast(grad: Any, shape: tuple[int, ...]) -> Any:
 def topological_order(roots: Sequence[Context]) -> list[Context]:
     """Contexts reachable from ``roots``, each before every context that feeds it.
 
-    A depth-first walk: each context on the stack keeps an iterator over its edges, so that
-    the walk resumes where it left off when the parent it went down into is done.
+    An op's inputs were made before it, so the reverse of the order the ops were recorded in
+    (their ``sequence_nr``) is such an order, and the one the backward visits them in.
     """
-    order: list[Context] = []
-    visited = {id(r) for r in roots}
-    stack = [(r, iter(r.edges)) for r in roots]
+    found = {id(r): r for r in roots}
+    stack = list(roots)
     while stack:
-        node, edges = stack[-1]
-        for parent in edges:
+        for parent in stack.pop().edges:
             if (type(parent) is Context or isinstance(parent, Context)) and \
-                    id(parent) not in visited:
-                visited.add(id(parent))
-                stack.append((parent, iter(parent.edges)))
-                break
-        else:
-            stack.pop()
-            order.append(node)
-    order.reverse()
-    return order
+                    id(parent) not in found:
+                found[id(parent)] = parent
+                stack.append(parent)
+    return sorted(found.values(), key=_recorded, reverse=True)
+
+
+_recorded = operator.attrgetter("sequence_nr")
 
 
 def nodes_towards(order: list[Context], targets: set[int]) -> tuple[set[int], set[int]]:
@@ -99,6 +100,13 @@ def nodes_towards(order: list[Context], targets: set[int]) -> tuple[set[int], se
         if id(node) in propagate or id(node) in targets:
             visit.add(id(node))
     return visit, propagate
+
+
+def _sum_arrays(held: Tensor, grad: Tensor) -> Tensor:
+    """``held + grad`` on their arrays, recorded by no one: how the gradients that meet at one
+    tensor are summed when the backward builds no graph (with ``create_graph`` they are added
+    as tensors, an ``Add`` op of the new graph)."""
+    return function.TENSOR._from_op(binary("add", held._data, grad._data), None)
 
 
 def _run_hooks(hooks: list[Callable], grad: Any) -> Any:
@@ -147,7 +155,8 @@ def run_backward(
     """
 
     leaf_grads: dict[int, tuple[Tensor, Any]] = {}
-    node_grads: dict[int, list] = {}
+    node_grads: dict[int, list] = {}  # per op to run: the gradient of each output so far
+    ready: list[tuple[int, Context]] = []  # a heap of (−sequence_nr, op): the latest op first
     root_nodes = []
     for root, grad in zip(roots, root_grads):
         node = root.grad_fn
@@ -157,40 +166,45 @@ def run_backward(
             continue
         if node.freed:
             raise RuntimeError(function._FREED.format(name=node.name))
-        buffer = node_grads.setdefault(id(node), [None] * len(node.out_shapes))
+        buffer = node_grads.get(id(node))
+        if buffer is None:
+            buffer = node_grads[id(node)] = [None] * len(node.out_shapes)
+            heapq.heappush(ready, (-node.sequence_nr, node))
         held = buffer[root._output_nr]
         buffer[root._output_nr] = grad if held is None else held + grad
         root_nodes.append(node)
-    order = topological_order(root_nodes)
     target_ids = None
     captured: dict[int, Any] = {}
     target_of_node: dict[tuple[int, int], Tensor] = {}
+    visit: set[int] | None = None
     propagate: set[int] = set()
     if targets is not None:
         target_ids = {id(t.grad_fn) if t.grad_fn is not None else id(t) for t in targets}
         target_of_node = {(id(t.grad_fn), t._output_nr): t for t in targets
                           if t.grad_fn is not None}
-        visit, propagate = nodes_towards(order, target_ids)
-        order = [node for node in order if id(node) in visit]
+        visit, propagate = nodes_towards(topological_order(root_nodes), target_ids)
     check = is_anomaly_enabled()
     previous_mode = is_grad_enabled()
     _set_grad_enabled(create_graph)
     quiet = np.errstate(all="ignore")  # inf·0 and friends give NaN silently, as in PyTorch
     quiet.__enter__()
     tensor_type = function.TENSOR
+    add = operator.add if create_graph else _sum_arrays
     try:
-        for node in order:
+        while ready:
+            node = heapq.heappop(ready)[1]
+            grads = node_grads.pop(id(node))
             if node.freed:
                 raise RuntimeError(function._FREED.format(name=node.name))
-            grads = node_grads.pop(id(node), None)
-            if grads is None:
-                continue
+            if visit is not None and id(node) not in visit:
+                continue  # no target lies beyond it
             if node.hooks or node.retained or target_of_node:
                 grads = _visit_outputs(node, grads, accumulate and targets is None,
                                        target_of_node, captured)
                 if target_of_node and id(node) not in propagate:
                     continue
-            if node.materialize_grads and None in grads:
+            # an op runs once a gradient reached it: only one of several outputs may lack one
+            if len(grads) > 1 and node.materialize_grads and None in grads:
                 grads = _materialized(node, grads)
             input_grads = node.fn.backward(node, *grads)
             if type(input_grads) is not tuple:
@@ -207,7 +221,8 @@ def run_backward(
                                     f"{type(g).__name__} as the gradient of input {i}; "
                                     "expected a Tensor or None")
                 wanted, data = inputs[i], g._data
-                if data.shape != wanted.shape or data.dtype != wanted.dtype:
+                like = wanted._data if type(wanted) is tensor_type else wanted
+                if data.shape != like.shape or data.dtype != like.dtype:
                     g = _fit(g, wanted, node.name, i)
                 if check and not np.all(np.isfinite(g._data)):
                     raise RuntimeError(
@@ -220,12 +235,13 @@ def run_backward(
                     buffer = node_grads.get(id(edge))
                     if buffer is None:
                         buffer = node_grads[id(edge)] = [None] * len(edge.out_shapes)
+                        heapq.heappush(ready, (-edge.sequence_nr, edge))
                     slot = node.input_slots[i]
                     held = buffer[slot]
-                    buffer[slot] = g if held is None else held + g
+                    buffer[slot] = g if held is None else add(held, g)
                 else:
                     held = leaf_grads.get(id(edge))
-                    leaf_grads[id(edge)] = (edge, g if held is None else held[1] + g)
+                    leaf_grads[id(edge)] = (edge, g if held is None else add(held[1], g))
             if on_node is not None:
                 on_node(node, tuple(None if g is None else g._data for g in grads), tuple(sent))
             if not retain_graph:  # drop what the op saved and its inputs; the structure stays
@@ -234,7 +250,7 @@ def run_backward(
                 node.freed = True
         # these names still refer to the last node's gradients: drop them, or the check below
         # would count them as other holders and the leaves would copy their gradients
-        input_grads = grads = g = data = sent = held = None
+        input_grads = grads = g = data = like = sent = held = None
         while leaf_grads:
             _, (tensor, grad) = leaf_grads.popitem()
             if tensor._hooks:

@@ -42,6 +42,7 @@ input only its shape, dtype and ``grad_fn`` (a :class:`ReleasedInput`).
 from __future__ import annotations
 
 import functools
+import itertools
 from collections.abc import Callable
 from typing import Any
 
@@ -79,6 +80,9 @@ class Context:
         For each argument with a ``grad_fn`` edge, which output of that op it was.
     out_shapes, out_dtypes : tuple
         Shape and dtype of each output.
+    sequence_nr : int
+        When the op was recorded, counting up (PyTorch's ``_sequence_nr()``): an op's inputs
+        were made before it, so the backward runs the ops from the highest number down.
     """
 
     # Defaults, set on the instance only when an op needs them (a context is made per op call).
@@ -103,6 +107,7 @@ class Context:
         self.inputs: tuple | None = args
         self.kwargs = kwargs
         self.needs_input_grad = needs_input_grad
+        self.sequence_nr = next(_sequence)
 
     @property
     def name(self) -> str:
@@ -227,8 +232,8 @@ class Context:
 
 _CONTEXT_ATTRIBUTES = frozenset({
     "fn", "inputs", "kwargs", "needs_input_grad", "edges", "input_slots", "out_shapes",
-    "out_dtypes", "hooks", "retained", "freed", "materialize_grads", "_saved", "_saved_versions",
-    "_dirty", "_non_differentiable"})
+    "out_dtypes", "sequence_nr", "hooks", "retained", "freed", "materialize_grads", "_saved",
+    "_saved_versions", "_dirty", "_non_differentiable"})
 """A context's own attributes (everything else on it was set by the op's forward)."""
 
 _FREED = (
@@ -390,6 +395,7 @@ class Function:
             return outputs
         ctx.edges = tuple(edges)
         ctx.input_slots = tuple(slots)
+        ctx.sequence_nr = next(_sequence)
         if single and not ctx._dirty and not ctx._non_differentiable and \
                 outputs._data.dtype.kind == "f" and _is_new(outputs, args):
             outputs.grad_fn = ctx  # the common case: one new float output
@@ -409,6 +415,8 @@ class Function:
 
 
 _new_context = object.__new__
+_sequence = itertools.count()
+"""The sequence numbers of recorded ops (``next`` is atomic under the GIL)."""
 
 
 def _is_new(output: Any, args: tuple) -> bool:
