@@ -1,5 +1,6 @@
 """Engine semantics: accumulation, retain_graph, deep graphs, hooks, grad mode, anomalies."""
 
+import copy
 import gc
 import weakref
 
@@ -42,6 +43,17 @@ def test_the_backward_runs_the_ops_in_the_order_pytorchs_engine_does():
     ours = order_of_the_backward(ta, ta.tensor)
     assert ours == order_of_the_backward(torch, torch.from_numpy)
     assert ours.index("P") < ours.index("V")  # both ready after O: the later op runs first
+
+
+def test_a_graph_and_its_deep_copy_run_in_one_backward():
+    x = ta.tensor([1.0, -2.0], requires_grad=True)
+    y = x * 3
+    z = copy.deepcopy(y)  # a copy of the graph down to a copy of x, with the same op numbers
+    x_copy = z.grad_fn.edges[0]
+    assert x_copy is not x
+    (y.sum() + (z * z).sum()).backward()
+    assert x.grad.tolist() == [3.0, 3.0]
+    assert x_copy.grad.tolist() == [18.0, -36.0]  # d(9 x²)/dx
 
 
 def test_leaf_used_by_two_ops_sums_both_contributions():

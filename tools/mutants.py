@@ -1151,8 +1151,8 @@ MUTANTS: list[Mutant] = [
            "leaves: they look shared, and a leaf copies its gradient instead of keeping it",
            AUTOGRAD),
     mutant("engine-topological-order", "tinyattn/autograd/engine.py",
-           "heapq.heappush(ready, (-edge.sequence_nr, edge))",
-           "heapq.heappush(ready, (edge.sequence_nr, edge))",
+           "heapq.heappush(ready, (-edge.sequence_nr, id(edge), edge))",
+           "heapq.heappush(ready, (edge.sequence_nr, id(edge), edge))",
            "the backward runs the earliest recorded op first instead of the latest: an op may "
            "run before every gradient of its outputs has arrived",
            AUTOGRAD),

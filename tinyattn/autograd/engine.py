@@ -156,7 +156,9 @@ def run_backward(
 
     leaf_grads: dict[int, tuple[Tensor, Any]] = {}
     node_grads: dict[int, list] = {}  # per op to run: the gradient of each output so far
-    ready: list[tuple[int, Context]] = []  # a heap of (−sequence_nr, op): the latest op first
+    # a heap of (−sequence_nr, id, op): the latest op first (the id breaks the tie between an op
+    # and its copy, as copy.deepcopy of a graph makes, without comparing contexts)
+    ready: list[tuple[int, int, Context]] = []
     root_nodes = []
     for root, grad in zip(roots, root_grads):
         node = root.grad_fn
@@ -169,7 +171,7 @@ def run_backward(
         buffer = node_grads.get(id(node))
         if buffer is None:
             buffer = node_grads[id(node)] = [None] * len(node.out_shapes)
-            heapq.heappush(ready, (-node.sequence_nr, node))
+            heapq.heappush(ready, (-node.sequence_nr, id(node), node))
         held = buffer[root._output_nr]
         buffer[root._output_nr] = grad if held is None else held + grad
         root_nodes.append(node)
@@ -192,7 +194,7 @@ def run_backward(
     add = operator.add if create_graph else _sum_arrays
     try:
         while ready:
-            node = heapq.heappop(ready)[1]
+            node = heapq.heappop(ready)[2]
             grads = node_grads.pop(id(node))
             if node.freed:
                 raise RuntimeError(function._FREED.format(name=node.name))
@@ -235,7 +237,7 @@ def run_backward(
                     buffer = node_grads.get(id(edge))
                     if buffer is None:
                         buffer = node_grads[id(edge)] = [None] * len(edge.out_shapes)
-                        heapq.heappush(ready, (-edge.sequence_nr, edge))
+                        heapq.heappush(ready, (-edge.sequence_nr, id(edge), edge))
                     slot = node.input_slots[i]
                     held = buffer[slot]
                     buffer[slot] = g if held is None else add(held, g)
