@@ -28,7 +28,7 @@ EXPECTED = {
         "layer 0's fused attention sends dQ₀ = s · dS · K₀", "== saturation per head"],
         {"largest |dS| or |P| above the diagonal:": [0.0]}),
     # the README's screenshot of the explorer, here written to the test's folder
-    "view_screenshot.py": (["--out", "shot.png"], ["wrote shot.png", "selected #4 Softmax"], {}),
+    "view_screenshot.py": (["--out", "shot.png"], ["wrote shot.png", "selected #3 Softmax"], {}),
 }
 NEEDS_BROWSER = {"view_screenshot.py"}
 

@@ -85,10 +85,10 @@ def test_a_clicked_node_shows_the_python_sides_numbers(driver, seed):
     P = softmax(Q @ K.T * inputs.scale)
     dP = inputs.G @ V.T
     page = walkthrough.view()
-    softmax_node = page.nodes[4]
+    softmax_node = page.nodes[3]
     open_page(driver, seed[0])
-    driver.find_element("css selector", '#graph g.node[data-index="4"]').click()
-    assert driver.find_element("css selector", "#panel h2").text.startswith("#4 Softmax")
+    driver.find_element("css selector", '#graph g.node[data-index="3"]').click()
+    assert driver.find_element("css selector", "#panel h2").text.startswith("#3 Softmax")
     for name, python, oracle in [
             ("value-norm", softmax_node["outputs"][0]["value"]["norm"], np.linalg.norm(P)),
             ("value-max", softmax_node["outputs"][0]["value"]["max"], P.max()),

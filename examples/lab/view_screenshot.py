@@ -2,7 +2,7 @@
 journey starts with one step", its softmax node selected, photographed in headless Chromium.
 
 The page is ``tinyattn view`` (``tinyattn.walkthrough.view()``): one self-contained HTML file.
-This script opens it from a ``file://`` URL, clicks node #4 (the softmax, whose panel shows
+This script opens it from a ``file://`` URL, clicks node #3 (the softmax, whose panel shows
 its rule ``dS = P ⊙ (dP − rowsum(dP ⊙ P))``, the statistics of P and dP and their heatmaps),
 and saves a screenshot after checking that the page raised no JavaScript error and that the
 picture is not blank. It needs selenium and Chromium with its chromedriver (Debian:
@@ -35,7 +35,7 @@ def main() -> None:
         driver = browser.headless_chromium(1280, 1000)
         try:
             browser.open_page(driver, path)
-            driver.find_element("css selector", '#graph g.node[data-index="4"]').click()
+            driver.find_element("css selector", '#graph g.node[data-index="3"]').click()
             errors = browser.console_errors(driver) + driver.execute_script(
                 "return window.tinyattnView.errors")
             png = driver.get_screenshot_as_png()
@@ -49,8 +49,8 @@ def main() -> None:
         raise SystemExit(f"the screenshot looks blank ({colours} colours)")
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_bytes(png)
-    out = page.nodes[4]["outputs"][0]
-    print(f"selected #4 {page.nodes[4]['op']}: |P| = {out['value']['norm']:.6f}, "
+    out = page.nodes[3]["outputs"][0]
+    print(f"selected #3 {page.nodes[3]['op']}: |P| = {out['value']['norm']:.6f}, "
           f"|dP| = {out['grad']['norm']:.6f}")
     print(f"wrote {args.out} ({len(png):,} bytes, {colours} colours)")
 

@@ -27,7 +27,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..kernels.elementwise import binary
 from . import function
 from .function import Context
 from .grad_mode import _set_grad_enabled, is_anomaly_enabled, is_grad_enabled
@@ -103,10 +102,10 @@ def nodes_towards(order: list[Context], targets: set[int]) -> tuple[set[int], se
 
 
 def _sum_arrays(held: Tensor, grad: Tensor) -> Tensor:
-    """``held + grad`` on their arrays, recorded by no one: how the gradients that meet at one
-    tensor are summed when the backward builds no graph (with ``create_graph`` they are added
-    as tensors, an ``Add`` op of the new graph)."""
-    return function.TENSOR._from_op(binary("add", held._data, grad._data), None)
+    """``held + grad`` on their arrays (numpy's), recorded by no one: how the gradients that
+    meet at one tensor are summed when the backward builds no graph (with ``create_graph`` they
+    are added as tensors, an ``Add`` op of the new graph)."""
+    return function.TENSOR._from_op(held._data + grad._data, None)
 
 
 def _run_hooks(hooks: list[Callable], grad: Any) -> Any:
