@@ -618,10 +618,25 @@ MUTANTS: list[Mutant] = [
            "task per column, leaving a thread idle for the last one",
            "tests/kernels/test_matmul_kernel.py"),
     mutant("matmul-wide-b-shared-by-rows", "tinyattn/kernels/matmul.py",
-           "    n_blocks = n_panels if n > m else -(-n_panels // block.nc_panels)\n",
-           "    n_blocks = -(-n_panels // block.nc_panels)\n",
+           "    if n <= m:\n",
+           "    if True:\n",
            "a product whose B is wider than A is tall shares out A's rows between the threads, "
            "so each thread reads all of B (a weight gradient gᵀ X 1.16× the time in a script)",
+           "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-wide-b-column-per-task", "tinyattn/kernels/matmul.py",
+           "        n_blocks = min(n_panels, -(-_TASKS_PER_THREAD * threads // batch_out))\n",
+           "        n_blocks = n_panels\n",
+           "a row-major B wider than A is tall gets one task per tile column, each of which "
+           "reads all of A (float64 Aᵀ @ g products 1.08–1.13× the time)",
+           "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-wide-bt-in-runs", "tinyattn/kernels/matmul.py",
+           "    else:  # a transposed B: one micro-tile column per task, which may copy it itself "
+           "(below)\n        n_blocks = n_panels\n",
+           "    else:  # a transposed B: one micro-tile column per task, which may copy it itself "
+           "(below)\n        n_blocks = min(n_panels, -(-_TASKS_PER_THREAD * threads // "
+           "batch_out))\n",
+           "a transposed B wider than A is tall is cut into runs of tile columns too, so a task "
+           "that copies its panels copies a whole run (19 MB per task for GPT-2's output head)",
            "tests/kernels/test_matmul_kernel.py"),
     mutant("matmul-plan-for-one-thread", "tinyattn/kernels/matmul.py",
            "                      out.itemsize, get_num_threads())\n",

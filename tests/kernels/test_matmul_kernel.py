@@ -511,18 +511,27 @@ def _tile_launches(monkeypatch) -> list[tuple]:
     return launches
 
 
-def test_a_b_wider_than_a_is_tall_is_shared_out_by_its_columns(monkeypatch):
-    """N > M: one tile column per task (each thread reads its part of B); N <= M: up to
-    ``nc_panels`` tile columns per task, the rows shared out."""
+@pytest.mark.parametrize("threads", [1, 2])
+def test_a_b_wider_than_a_is_tall_is_shared_out_by_its_columns(monkeypatch, threads):
+    """N > M: the tasks share out B's tile columns, ``_TASKS_PER_THREAD`` runs of them per
+    thread (or one column each when there are fewer), each over all the rows (each thread reads
+    its part of B, each task A once per run); N <= M: up to ``nc_panels`` tile columns per
+    task, the rows shared out."""
     launches = _tile_launches(monkeypatch)
     nr = TILE.columns(4)
     panels_per_task = blocking(matmul_module.data_caches(), TILE, 4).nc_panels
+    runs = matmul_module._TASKS_PER_THREAD * threads
     rng = np.random.default_rng(3)
-    wide = random(rng, (64, 8 * nr), np.float32)
-    for m in (4 * MR, 8 * nr, 8 * nr + 1):  # N > M, N = M, N < M
-        assert_matches_numpy(random(rng, (m, 64), np.float32), wide)
-    n_blocks = [args[-1] for args in launches]
-    assert n_blocks == [8, -(-8 // panels_per_task), -(-8 // panels_per_task)]
+    with numba_threads(threads):
+        for panels in (3 * runs + 1, runs // 2):
+            wide = random(rng, (64, panels * nr), np.float32)
+            for m in (4 * MR, panels * nr, panels * nr + 1):  # N > M, N = M, N < M
+                assert_matches_numpy(random(rng, (m, 64), np.float32), wide)
+    m_blocks, n_blocks = zip(*(args[-2:] for args in launches), strict=True)
+    wide_runs, few = -(-(3 * runs + 1) // panels_per_task), runs // 2
+    assert n_blocks == (runs, wide_runs, wide_runs, few, -(-few // panels_per_task),
+                        -(-few // panels_per_task))
+    assert m_blocks[0] == 1  # each run of columns over all the rows
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -98,12 +98,18 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   one contiguous run of tasks, and one task per thread there was no faster in W4).
   When B is wider than A is tall (``N > M``, B the larger operand, as in the weight gradient
   ``gᵀ X`` of a Linear that narrows its input, ``X`` the input and ``g`` the output's
-  gradient), each task takes a single tile column, so that the threads share out B's columns
-  rather than A's rows and each reads only its part of B: in a training script (W4), ``gᵀ X``
-  with 128 rows of output and 512 columns took 0.86× the time with its columns shared out.
-  When such a B is transposed (a ``Linear``'s ``x @ Wᵀ`` over fewer rows than ``W`` has, as
-  in generation) and its tile columns share out evenly between the threads, A's rows are not
-  split even when there are fewer tasks than ``_TASKS_PER_THREAD`` per thread: each task is
+  gradient), the threads share out B's columns rather than A's rows, so that each reads only
+  its part of B: in a training script (W4), ``gᵀ X`` with 128 rows of output and 512 columns
+  took 0.86× the time with its columns shared out. A row-major B is cut into
+  ``_TASKS_PER_THREAD`` runs of whole tile columns per thread, each task over all of A's rows:
+  a task reads each k-block of A from memory once for its run, then from L2. With one tile
+  column per task, each task read all of A (1 MiB of float64 in each of the 64 tasks of
+  ``(1024 × 128)ᵀ · (1024 × 512)``): on the AMD EPYC without AVX-512 of
+  ``benchmarks/README.md``, W1's float64 products ``Aᵀ @ g`` took 1.08–1.13× the time of the
+  runs (float32 1.04–1.08×; one process, the two plans alternating).
+  A transposed B wider than A is tall (a ``Linear``'s ``x @ Wᵀ`` over fewer rows than ``W``
+  has, as in generation) keeps one tile column per task, and when its tile columns share out
+  evenly between the threads, A's rows are not split even when there are fewer tasks than ``_TASKS_PER_THREAD`` per thread: each task is
   then the only reader of its panels and copies them itself, with no pass that packs B first
   (above). Products of 8 to 64 rows against weights of 128 to 384 rows, as in sampling from
   a small GPT, took 0.69–0.80× the time.
@@ -223,7 +229,7 @@ class Blocking:
         L1, so it stays there while a task runs down its tile rows with it.
     nc_panels : int
         Micro-tile columns per task, at most (how ``N`` is cut between tasks), unless B is
-        wider than A is tall (then one; see the module doc).
+        wider than A is tall (then ``N`` is cut by the thread count; see the module doc).
     """
 
     kc: int
@@ -384,9 +390,15 @@ def _tile_plan(a_contiguous: bool, b_shape: tuple[int, ...], b_contiguous: bool,
     block = _blocking(itemsize)
     kc = -(-k // -(-k // block.kc))  # equal k-blocks of at most block.kc
     n_panels = -(-n // nr)
-    # B wider than A is tall (N > M; B the larger operand): one micro-tile column per task, so
-    # that a thread's tasks share out B's columns and each thread reads only its part of B
-    n_blocks = n_panels if n > m else -(-n_panels // block.nc_panels)
+    if n <= m:
+        n_blocks = -(-n_panels // block.nc_panels)
+    elif b_contiguous:
+        # B wider than A is tall (N > M; B the larger operand): the tasks share out B's
+        # columns in runs of whole micro-tile columns, so that each thread reads only its part
+        # of B, and each task reads A once per run rather than once per column
+        n_blocks = min(n_panels, -(-_TASKS_PER_THREAD * threads // batch_out))
+    else:  # a transposed B: one micro-tile column per task, which may copy it itself (below)
+        n_blocks = n_panels
     m_panels = -(-m // MR)
     m_blocks = min(m_panels, max(1, -(-_TASKS_PER_THREAD * threads // (batch_out * n_blocks))))
     if not b_contiguous and n > m and b_shape[0] == batch_out and \
