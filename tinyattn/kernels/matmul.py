@@ -109,10 +109,11 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   runs (float32 1.04–1.08×; one process, the two plans alternating).
   A transposed B wider than A is tall (a ``Linear``'s ``x @ Wᵀ`` over fewer rows than ``W``
   has, as in generation) keeps one tile column per task, and when its tile columns share out
-  evenly between the threads, A's rows are not split even when there are fewer tasks than ``_TASKS_PER_THREAD`` per thread: each task is
-  then the only reader of its panels and copies them itself, with no pass that packs B first
-  (above). Products of 8 to 64 rows against weights of 128 to 384 rows, as in sampling from
-  a small GPT, took 0.69–0.80× the time.
+  evenly between the threads, A's rows are not split even when there are fewer tasks than
+  ``_TASKS_PER_THREAD`` per thread: each task is then the only reader of its panels and
+  copies them itself, with no pass that packs B first (above). Products of 8 to 64 rows
+  against weights of 128 to 384 rows, as in sampling from a small GPT, took 0.69–0.80× the
+  time.
   Each output element is one FMA chain along ``k`` in order, whatever the blocking, the tasks
   or the thread count: results are bitwise identical run to run and for any thread count.
   Each parallel launch holds :data:`~tinyattn.kernels.parallel.kernel_section` (a lock only
