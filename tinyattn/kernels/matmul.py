@@ -102,9 +102,9 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   its part of B: in a training script (W4), ``gᵀ X`` with 128 rows of output and 512 columns
   took 0.86× the time with its columns shared out. A row-major B is cut into
   ``_TASKS_PER_THREAD`` runs of whole tile columns per thread, each task over all of A's rows:
-  a task reads each k-block of A from memory once for its run, then from L2. With one tile
-  column per task, each task read all of A (1 MiB of float64 in each of the 64 tasks of
-  ``(1024 × 128)ᵀ · (1024 × 512)``): on the AMD EPYC without AVX-512 of
+  a task reads each k-block of A from memory once for its run, then from L2 if it fits. With
+  one tile column per task, each task read all of A (1 MiB of float64 in each of the 64
+  tasks of ``(1024 × 128)ᵀ · (1024 × 512)``): on the AMD EPYC without AVX-512 of
   ``benchmarks/README.md``, W1's float64 products ``Aᵀ @ g`` took 1.08–1.13× the time of the
   runs (float32 1.04–1.08×; one process, the two plans alternating).
   A transposed B wider than A is tall (a ``Linear``'s ``x @ Wᵀ`` over fewer rows than ``W``
