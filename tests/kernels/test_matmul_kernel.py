@@ -535,6 +535,30 @@ def test_a_b_wider_than_a_is_tall_is_shared_out_by_its_columns(monkeypatch, thre
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("a_transposed", [False, True])
+def test_runs_of_tile_columns_match_numpy(monkeypatch, dtype, a_transposed):
+    """A row-major B wider than A is tall, in runs of several tile columns per task: numpy's
+    product up to rounding, with a ragged last tile column and tile row and several k-blocks;
+    the bias and the row sums as without runs, and the same bits for 1 or 2 threads."""
+    itemsize = np.dtype(dtype).itemsize
+    nr, kc = TILE.columns(itemsize), blocking(matmul_module.data_caches(), TILE, itemsize).kc
+    runs = matmul_module._TASKS_PER_THREAD * numba.get_num_threads()
+    m, k, n = 2 * MR + 1, 2 * kc + 5, (3 * runs + 1) * nr + 3
+    rng = np.random.default_rng(n + k)
+    a = random(rng, (k, m), dtype).T if a_transposed else random(rng, (m, k), dtype)
+    b, bias = random(rng, (k, n), dtype), random(rng, (n,), dtype)
+    launches = _tile_launches(monkeypatch)
+    assert_matches_numpy(a, b)
+    assert launches[0][-2:] == (1, runs)  # (m_blocks, n_blocks): runs over all the rows
+    np.testing.assert_array_equal(matmul(a, b, bias), matmul(a, b) + bias)
+    sums = np.zeros(m)
+    product = matmul(a, b, row_sums=sums)
+    np.testing.assert_allclose(sums, a.sum(axis=1, dtype=np.float64), rtol=1e-12)
+    with numba_threads(1):
+        np.testing.assert_array_equal(matmul(a, b), product)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("k_rows", ["one row", "a few rows", "several k-blocks"])
 @pytest.mark.parametrize("a_transposed", [False, True])
 def test_panels_copied_by_each_task_give_the_product_read_in_place(monkeypatch, dtype, k_rows,
