@@ -502,7 +502,7 @@ MUTANTS: list[Mutant] = [
            "for i in range(start + 1, stop):",
            "the bias gradient's column sums skip the first row of every chunk",
            "tests/kernels/test_column_sums.py", "tests/test_parity_layers.py"),
-    mutant("gelu-kernel-tanh-factor", "tinyattn/kernels/gelu.py",
+    mutant("gelu-kernel-tanh-factor", "tinyattn/kernels/gelu_tanh.py",
            "out[i] = grad[i] * (s + two * x[i] * s * (one - s) * du_dx)",
            "out[i] = grad[i] * (s + x[i] * s * (one - s) * du_dx)",
            "the tanh-GELU backward kernel loses the 2 of σ(2u)'s derivative",
@@ -707,8 +707,8 @@ MUTANTS: list[Mutant] = [
            "one A multiplied by a batch of B is summed once per output matrix",
            "tests/kernels/test_matmul_kernel.py"),
     mutant("compile-ahead-helper-path", "tinyattn/kernels/compile_ahead.py",
-           'code = f"import sys; sys.path.insert(0, {source_root!r}); " \\\n',
-           'code = f"import sys; " \\\n',
+           'f"sys.modules[{package.name!r}] = package; " \\\n',
+           'f"" \\\n',
            "the compile-ahead helper imports the tinyattn of its working directory, which may "
            "be another checkout's: it compiles that one's kernels, and the process it was to "
            "help compiles all of its own",
@@ -725,6 +725,28 @@ MUTANTS: list[Mutant] = [
            "building a layer does not tell the compile-ahead helper the kernel families it "
            "will run",
            "tests/kernels/test_compile_ahead.py"),
+    mutant("families-layer-norm-forward-first", "tinyattn/kernels/families.py",
+           "    layer_norm_backward(x, x, weight, np.zeros(2, dtype), np.ones(2, dtype))"
+           "  # mean, rstd\n    layer_norm_forward(x, weight, weight, 1e-5)\n",
+           "    layer_norm_forward(x, weight, weight, 1e-5)\n    layer_norm_backward(x, x, weight, "
+           "np.zeros(2, dtype), np.ones(2, dtype))  # mean, rstd\n",
+           "the layer norm family runs its forward first: a helper reaching it while the process "
+           "compiles that forward puts the whole family off, backward included, to the end",
+           "tests/kernels/test_compile_ahead.py::"
+           "test_a_family_runs_its_backward_first_and_only_its_own_forms"),
+    mutant("families-gelu-both-forms", "tinyattn/kernels/families.py",
+           "    gelu_forward(x, approximate)\n",
+           "    gelu_forward(x, approximate)\n    gelu_forward(x, \"tanh\")\n",
+           "the GELU family compiles the tanh form too: a helper spends its time on kernels an "
+           "exact-GELU model never runs",
+           "tests/kernels/test_compile_ahead.py::"
+           "test_a_family_runs_its_backward_first_and_only_its_own_forms"),
+    mutant("gelu-layer-expects-exact-form", "tinyattn/nn/activation.py",
+           'return ("gelu",) if self.approximate == "none" else ("gelu_tanh",)',
+           'return ("gelu",)',
+           "a tanh GELU layer tells the compile-ahead helper to compile the exact form",
+           "tests/kernels/test_compile_ahead.py::"
+           "test_layers_and_adam_expect_the_families_they_run"),
     mutant("claim-never-put-off", "tinyattn/kernels/cache_claims.py",
            "            if may_put_off and _putting_off:",
            "            if False:",

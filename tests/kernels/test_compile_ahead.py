@@ -332,6 +332,31 @@ def test_the_helper_runs_what_is_expected_then_what_was_started_then_what_it_put
                      ("layer_norm", "float32")]
 
 
+_RUN_FAMILIES = COUNT_COMPILES + """
+import json
+import numpy as np
+from tinyattn.kernels.families import FAMILIES
+
+tasks = {}
+for family in ("layer_norm", "gelu", "gelu_tanh"):
+    compiled.clear()
+    FAMILIES[family](np.dtype(np.float32))
+    tasks[family] = [name for name in compiled if name.endswith("_chunk")]
+print(json.dumps(tasks))
+"""
+
+
+def test_a_family_runs_its_backward_first_and_only_its_own_forms(tmp_path):
+    """What the helper compiles first is what the process needs next: layer norm's backward
+    before its forward (the forward is what the process is compiling then). GELU's two forms
+    are two families, so a model of one form compiles none of the other's kernels."""
+    tasks = json.loads(_last_line(_run(_RUN_FAMILIES, tmp_path)))
+    assert tasks == {
+        "layer_norm": ["_layer_norm_backward_chunk", "_layer_norm_forward_chunk"],
+        "gelu": ["_erf_backward_chunk", "_erf_forward_chunk"],
+        "gelu_tanh": ["tanh_backward_chunk", "tanh_forward_chunk"]}
+
+
 _EXPECTS_LAYER_NORM = """
 import numpy as np
 import tinyattn as ta
@@ -374,10 +399,10 @@ def test_layers_and_adam_expect_the_families_they_run(monkeypatch):
     monkeypatch.setattr(compile_ahead, "_noted", set())
     monkeypatch.setattr(compile_ahead, "_helper", [])
     model = ta.nn.Sequential(ta.nn.Embedding(5, 4), ta.nn.LayerNorm(4), ta.nn.ReLU(),
-                             ta.nn.Linear(4, 4), ta.nn.GELU())
+                             ta.nn.Linear(4, 4), ta.nn.GELU(), ta.nn.GELU(approximate="tanh"))
     ta.optim.AdamW(model.parameters())
     assert compile_ahead._expected == [(family, "float32") for family in (
-        "embedding", "layer_norm", "matmul", "gelu", "adamw")]
+        "embedding", "layer_norm", "matmul", "gelu", "gelu_tanh", "adamw")]
     assert compile_ahead._helper == []  # expecting starts no helper
     ta.optim.Adam([ta.zeros(2, dtype=ta.float64, requires_grad=True)])
     assert compile_ahead._expected[-1] == ("adamw", "float64")

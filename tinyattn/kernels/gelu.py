@@ -5,17 +5,11 @@ CDF/density::
 
     y = x · Φ(x) = ½ x (1 + erf(x / √2)),        dy/dx = Φ(x) + x · φ(x)
 
-``approximate='tanh'``, with ``u = √(2/π) (x + 0.044715 x³)`` and ``t = tanh(u)``; since
-``½ (1 + tanh u) = σ(2u) = 1 / (1 + e^(−2u))`` (σ the logistic function)::
-
-    y = ½ x (1 + t) = x σ(2u),    dy/dx = σ(2u) + 2 x σ(2u) (1 − σ(2u)) √(2/π) (1 + 0.134145 x²)
-
-The σ form has no cancellation where ``t ≈ −1``. It is computed in the input dtype.
+``approximate='tanh'``: :mod:`.gelu_tanh` (its kernels are a family of their own).
 
 Φ without libm. A libm call per element (``erf``, ``tanh``, ``exp``) cannot be vectorised and
 costs more than the rest of GELU together, so every function here is a polynomial that the
-compiler turns into SIMD code: ``fast_exp`` (see :mod:`.exp`) and, for Φ, with ``a = |x| / √2``
-and ``t = 2 / (2 + a) ∈ (0, 1]``::
+compiler turns into SIMD code. For Φ, with ``a = |x| / √2`` and ``t = 2 / (2 + a) ∈ (0, 1]``::
 
     erfc(a) = t · exp(−a² + (1 − t) · Q(t)),    Φ(x) = ½ erfc(a) if x < 0 else 1 − ½ erfc(a)
 
@@ -70,15 +64,14 @@ from .compiled_only import compiled_only
 
 # exp_float32_no_overflow rather than fast_exp: an inlined function takes this module's
 # fastmath flags
-from .exp import EXP_TAYLOR_13, exp_float32_no_overflow, exp_float64, fast_exp
+from .exp import EXP_TAYLOR_13, exp_float32_no_overflow, exp_float64
+from .gelu_tanh import SQRT_2_OVER_PI, TANH_CUBIC, tanh_backward_chunk, tanh_forward_chunk
 from .inline import always_inline
 from .parallel import chunk_of, element_chunks, run_tasks
 from .simd import prefer_full_width
 
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _INV_SQRT_2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
-_TANH_CUBIC = 0.044715
 _APPROXIMATIONS = ("none", "tanh")
 _PARALLEL_MIN_ELEMENTS = 16384
 
@@ -250,7 +243,7 @@ def _exact_gelu_slope_overload(x):
     return lambda x: implementation(x)
 
 
-# The four task functions of :func:`_gelu_kernel`: each computes one chunk of the output.
+# The exact form's two task functions: each computes one chunk of the output.
 
 
 @compiled_only(error_model="numpy", fastmath={"contract"})
@@ -270,37 +263,9 @@ def _erf_backward_chunk(x, grad, out, n_chunks, chunk):
         out[i] = grad[i] * _exact_gelu_slope(x[i])
 
 
-@compiled_only(error_model="numpy", fastmath={"contract"})
-def _tanh_forward_chunk(x, grad, out, n_chunks, chunk):
-    prefer_full_width()
-    x, out = chunk_of(x, n_chunks, chunk), chunk_of(out, n_chunks, chunk)
-    dtype = x.dtype.type
-    one, two = dtype(1.0), dtype(2.0)
-    sqrt_2_over_pi, cubic = dtype(_SQRT_2_OVER_PI), dtype(_TANH_CUBIC)
-    for i in range(x.size):
-        u = sqrt_2_over_pi * (x[i] + cubic * x[i] * x[i] * x[i])
-        out[i] = x[i] / (one + fast_exp(-two * u))
-
-
-@compiled_only(error_model="numpy", fastmath={"contract"})
-def _tanh_backward_chunk(x, grad, out, n_chunks, chunk):
-    prefer_full_width()
-    x, grad = chunk_of(x, n_chunks, chunk), chunk_of(grad, n_chunks, chunk)
-    out = chunk_of(out, n_chunks, chunk)
-    dtype = x.dtype.type
-    one, two = dtype(1.0), dtype(2.0)
-    sqrt_2_over_pi, cubic = dtype(_SQRT_2_OVER_PI), dtype(_TANH_CUBIC)
-    three_cubic = dtype(3.0 * _TANH_CUBIC)
-    for i in range(x.size):
-        x_sq = x[i] * x[i]
-        s = one / (one + fast_exp(-two * sqrt_2_over_pi * (x[i] + cubic * x_sq * x[i])))
-        du_dx = sqrt_2_over_pi * (one + three_cubic * x_sq)
-        out[i] = grad[i] * (s + two * x[i] * s * (one - s) * du_dx)
-
-
 #: The task function per ``(backward, approximate)``: a run compiles only the forms it uses.
 _CHUNK_TASKS = {(False, "none"): _erf_forward_chunk, (True, "none"): _erf_backward_chunk,
-                (False, "tanh"): _tanh_forward_chunk, (True, "tanh"): _tanh_backward_chunk}
+                (False, "tanh"): tanh_forward_chunk, (True, "tanh"): tanh_backward_chunk}
 
 
 def _run(x: np.ndarray, grad: np.ndarray | None, approximate: str) -> np.ndarray:
@@ -377,7 +342,7 @@ def gelu_forward_numpy(x: np.ndarray, approximate: str = "none") -> np.ndarray:
     dtype = x.dtype.type
     if approximate == "none":
         return (x.astype(np.float64) * _normal_cdf_numpy(x)).astype(dtype)
-    u = dtype(_SQRT_2_OVER_PI) * (x + dtype(_TANH_CUBIC) * x * x * x)
+    u = dtype(SQRT_2_OVER_PI) * (x + dtype(TANH_CUBIC) * x * x * x)
     return dtype(0.5) * x * (dtype(1.0) + np.tanh(u))
 
 
@@ -388,6 +353,6 @@ def gelu_backward_numpy(x: np.ndarray, grad: np.ndarray, approximate: str = "non
         x64 = x.astype(np.float64)
         pdf = _INV_SQRT_2PI * np.exp(-0.5 * x64 * x64)
         return (grad * (_normal_cdf_numpy(x) + x64 * pdf)).astype(dtype)
-    t = np.tanh(dtype(_SQRT_2_OVER_PI) * (x + dtype(_TANH_CUBIC) * x * x * x))
-    du_dx = dtype(_SQRT_2_OVER_PI) * (dtype(1.0) + dtype(3.0 * _TANH_CUBIC) * x * x)
+    t = np.tanh(dtype(SQRT_2_OVER_PI) * (x + dtype(TANH_CUBIC) * x * x * x))
+    du_dx = dtype(SQRT_2_OVER_PI) * (dtype(1.0) + dtype(3.0 * TANH_CUBIC) * x * x)
     return grad * (dtype(0.5) * (dtype(1.0) + t) + dtype(0.5) * x * (dtype(1.0) - t * t) * du_dx)

@@ -71,11 +71,15 @@ class GELU(Module):
     [0.0, 0.0, 0.0]
     """
 
-    kernel_families = ("gelu",)
-
     def __init__(self, approximate: str = "none"):
-        super().__init__()
+        # set first: Module.__init__ reads kernel_families, which depend on it
         self.approximate = check_choice("GELU", "approximate", approximate, GELU_APPROXIMATIONS)
+        super().__init__()
+
+    @property
+    def kernel_families(self) -> tuple[str, ...]:
+        """The exact form's kernels, or the tanh form's (a family of their own)."""
+        return ("gelu",) if self.approximate == "none" else ("gelu_tanh",)
 
     def forward(self, input: Tensor) -> Tensor:
         return gelu(input, self.approximate)

@@ -9,12 +9,10 @@ import numpy as np
 
 from ..autograd import Context, Function, is_grad_enabled
 from ..kernels.gelu import gelu_backward, gelu_forward
+from ..kernels.gelu_tanh import SQRT_2_OVER_PI, TANH_CUBIC
 from ..tensor import Tensor, from_numpy
 from .notation import operand
 from .unary import erf, exp, tanh
-
-_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
-_TANH_CUBIC = 0.044715
 
 
 class Gelu(Function):
@@ -40,9 +38,9 @@ class Gelu(Function):
             return from_numpy(gelu_backward(array.reshape(-1), rows, ctx.approximate)
                               .reshape(array.shape)), None
         if ctx.approximate == "tanh":
-            t = tanh(_SQRT_2_OVER_PI * (x + _TANH_CUBIC * x * x * x))
-            slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * _SQRT_2_OVER_PI * (
-                1 + 3 * _TANH_CUBIC * x * x)
+            t = tanh(SQRT_2_OVER_PI * (x + TANH_CUBIC * x * x * x))
+            slope = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * SQRT_2_OVER_PI * (
+                1 + 3 * TANH_CUBIC * x * x)
         else:
             cdf = 0.5 * (1 + erf(x / math.sqrt(2.0)))
             density = exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
