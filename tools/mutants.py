@@ -733,14 +733,21 @@ MUTANTS: list[Mutant] = [
            "the layer norm family runs its forward first: a helper reaching it while the process "
            "compiles that forward puts the whole family off, backward included, to the end",
            "tests/kernels/test_compile_ahead.py::"
-           "test_a_family_runs_its_backward_first_and_only_its_own_forms"),
+           "test_a_family_runs_its_backward_first_and_only_its_own_kernels"),
     mutant("families-gelu-both-forms", "tinyattn/kernels/families.py",
            "    gelu_forward(x, approximate)\n",
            "    gelu_forward(x, approximate)\n    gelu_forward(x, \"tanh\")\n",
            "the GELU family compiles the tanh form too: a helper spends its time on kernels an "
            "exact-GELU model never runs",
            "tests/kernels/test_compile_ahead.py::"
-           "test_a_family_runs_its_backward_first_and_only_its_own_forms"),
+           "test_a_family_runs_its_backward_first_and_only_its_own_kernels"),
+    mutant("families-matmul-tiny-few-rows", "tinyattn/kernels/families.py",
+           "matmul(a[:, :MR, :], np.ones((inner, 3), dtype))",
+           "matmul(a[:, :2, :], np.ones((inner, 3), dtype))",
+           "the matmul family's tiny product has fewer rows than the tile: it compiles matvec's "
+           "few-rows kernel instead of matmul's serial loop",
+           "tests/kernels/test_compile_ahead.py::"
+           "test_a_family_runs_its_backward_first_and_only_its_own_kernels"),
     mutant("gelu-layer-expects-exact-form", "tinyattn/nn/activation.py",
            'return ("gelu",) if self.approximate == "none" else ("gelu_tanh",)',
            'return ("gelu",)',

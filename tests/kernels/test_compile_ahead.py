@@ -17,6 +17,7 @@ from fresh_process import COUNT_COMPILES, ROOT, environment, run_python
 
 from tinyattn.kernels import cache_claims
 from tinyattn.kernels.compile_ahead import VARIABLE
+from tinyattn.kernels.families import HELPER_MODULES
 
 
 def _ahead(on: bool) -> dict[str, str]:
@@ -332,29 +333,50 @@ def test_the_helper_runs_what_is_expected_then_what_was_started_then_what_it_put
                      ("layer_norm", "float32")]
 
 
-_RUN_FAMILIES = COUNT_COMPILES + """
+_RUN_FAMILIES = """
 import json
 import numpy as np
+from numba.core import event
 from tinyattn.kernels.families import FAMILIES
 
-tasks = {}
-for family in ("layer_norm", "gelu", "gelu_tanh"):
+compiled = []
+
+
+class Record(event.Listener):
+    def on_start(self, ev):
+        function = ev.data["dispatcher"].py_func
+        if function.__module__.startswith("tinyattn.kernels."):
+            compiled.append((function.__module__.rsplit(".", 1)[-1], function.__qualname__))
+
+    def on_end(self, ev):
+        pass
+
+
+event.register("numba:compile", Record())
+runs = {}
+for family in ("layer_norm", "gelu", "gelu_tanh", "matmul"):
     compiled.clear()
     FAMILIES[family](np.dtype(np.float32))
-    tasks[family] = [name for name in compiled if name.endswith("_chunk")]
-print(json.dumps(tasks))
+    runs[family] = list(compiled)
+print(json.dumps(runs))
 """
 
 
-def test_a_family_runs_its_backward_first_and_only_its_own_forms(tmp_path):
+def test_a_family_runs_its_backward_first_and_only_its_own_kernels(tmp_path):
     """What the helper compiles first is what the process needs next: layer norm's backward
-    before its forward (the forward is what the process is compiling then). GELU's two forms
-    are two families, so a model of one form compiles none of the other's kernels."""
-    tasks = json.loads(_last_line(_run(_RUN_FAMILIES, tmp_path)))
+    before its forward (the forward is what the process is compiling then). A family compiles
+    its own kernels and their helpers, no other family's: GELU's two forms are two families,
+    and matmul's tiny products take its serial loop, not the few-rows kernel of matvec."""
+    runs = json.loads(_last_line(_run(_RUN_FAMILIES, tmp_path)))
+    tasks = {family: [name for _, name in compiled if name.endswith("_chunk")]
+             for family, compiled in runs.items()}
     assert tasks == {
         "layer_norm": ["_layer_norm_backward_chunk", "_layer_norm_forward_chunk"],
         "gelu": ["_erf_backward_chunk", "_erf_forward_chunk"],
-        "gelu_tanh": ["tanh_backward_chunk", "tanh_forward_chunk"]}
+        "gelu_tanh": ["tanh_backward_chunk", "tanh_forward_chunk"], "matmul": []}
+    for family, compiled in runs.items():
+        assert {module for module, _ in compiled} <= {family, *HELPER_MODULES}, family
+    assert ("matmul", "_gemm_small") in map(tuple, runs["matmul"])
 
 
 _EXPECTS_LAYER_NORM = """

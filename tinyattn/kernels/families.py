@@ -32,7 +32,7 @@ def _matmul(dtype: np.dtype) -> None:
     nr = TILE.columns(dtype.itemsize)
     rows, inner = 4 * MR, 64
     a = np.ones((2, rows, inner), dtype)
-    matmul(a[:, :2, :], np.ones((inner, 3), dtype))  # tiny: the serial loop
+    matmul(a[:, :MR, :], np.ones((inner, 3), dtype))  # tiny: the serial loop
     matmul(a, np.ones((inner, nr), dtype))  # register tile, B read in place
     matmul(a, np.ones((inner, nr + 1), dtype))  # B packed from its rows
     matmul(a, np.ones((nr + 1, inner), dtype).T)  # B packed from its columns (x @ Wᵀ)
