@@ -12,16 +12,19 @@ from tinyattn.kernels.compile_notice import QUIET_VARIABLE
 
 ROOT = Path(__file__).resolve().parents[1]
 
-#: Python that makes ``compiled`` the list of every function numba compiles from then on.
+#: Python that makes ``compiled`` the list of every function numba compiles from then on, and
+#: ``compiled_modules`` the module of each.
 COUNT_COMPILES = """
 from numba.core import event
 
-compiled = []
+compiled, compiled_modules = [], []
 
 
 class Count(event.Listener):
     def on_start(self, ev):
-        compiled.append(ev.data["dispatcher"].py_func.__qualname__)
+        function = ev.data["dispatcher"].py_func
+        compiled.append(function.__qualname__)
+        compiled_modules.append(function.__module__)
 
     def on_end(self, ev):
         pass

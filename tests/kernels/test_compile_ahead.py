@@ -333,31 +333,19 @@ def test_the_helper_runs_what_is_expected_then_what_was_started_then_what_it_put
                      ("layer_norm", "float32")]
 
 
-_RUN_FAMILIES = """
+_RUN_FAMILIES = COUNT_COMPILES + """
 import json
 import numpy as np
-from numba.core import event
 from tinyattn.kernels.families import FAMILIES
 
-compiled = []
-
-
-class Record(event.Listener):
-    def on_start(self, ev):
-        function = ev.data["dispatcher"].py_func
-        if function.__module__.startswith("tinyattn.kernels."):
-            compiled.append((function.__module__.rsplit(".", 1)[-1], function.__qualname__))
-
-    def on_end(self, ev):
-        pass
-
-
-event.register("numba:compile", Record())
 runs = {}
 for family in ("layer_norm", "gelu", "gelu_tanh", "matmul"):
     compiled.clear()
+    compiled_modules.clear()
     FAMILIES[family](np.dtype(np.float32))
-    runs[family] = list(compiled)
+    runs[family] = [(module.rsplit(".", 1)[-1], name)
+                    for module, name in zip(compiled_modules, compiled, strict=True)
+                    if module.startswith("tinyattn.kernels.")]
 print(json.dumps(runs))
 """
 
