@@ -13,6 +13,11 @@ Run: ``python benchmarks/bench_matmul.py [--threads 2] [--rounds 7] [--calls 21]
 [--out benchmarks/results_matmul.md]``. ``--out`` puts the table at the top of the file,
 replacing an earlier table of the same CPU and vector unit and keeping the other machines'.
 
+``--large`` times, the same way, the Linear products of larger models instead, whose operands
+are megabytes each: nanoGPT's default shakespeare_char configuration (64 sequences of 256
+tokens, width 384, MLP 1536) and GPT-2 small's MLP over 4096 tokens (768, 3072), each forward
+product with its two backward ones. ``--out`` puts that table after the machine's W1 table.
+
 ``--alternatives [--tiles 14x2x64,...]`` instead compares design alternatives at one thread,
 on the forward W1 products, two with a B of several MiB and products ``x @ Wᵀ`` of a few rows
 with GPT-2's weights: copies of the kernel module with another register tile (rows × vectors ×
@@ -46,6 +51,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 LINEAR_SHAPES = [(1024, 128, 384), (1024, 128, 512), (1024, 512, 128)]  # (M, K, N)
 BATCHED_SHAPES = [(64, 64, 32, 64), (64, 256, 64, 256)]  # (batch, M, K, N)
+# --large only: Linear products of nanoGPT's default config and of GPT-2 small's MLP (M, K, N)
+LARGE_SHAPES = [(16384, 384, 1536), (16384, 1536, 384), (4096, 768, 3072), (4096, 3072, 768)]
 WIDE_B_SHAPES = [(192, 512, 4096), (256, 2048, 2048)]  # --alternatives only: B far beyond L2
 # --alternatives only: x @ Wᵀ with a few rows of x (a prompt, a generation step without a
 # cache) against GPT-2's weights, the 50257 × 768 output head among them, and as in sampling
@@ -56,20 +63,21 @@ DTYPES = ("float32", "float64")
 TITLE = "## W1 — matmul kernel"
 
 
-def cases(dtype: str) -> list[tuple[str, np.ndarray, np.ndarray]]:
-    """(label, a, b) for every W1 product, inputs standard normal in ``dtype`` (seeded)."""
+def cases(dtype: str, large: bool = False) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(label, a, b) for every W1 product, or with ``large`` every product of
+    ``LARGE_SHAPES``; inputs standard normal in ``dtype`` (seeded)."""
     rng = np.random.default_rng(0)
 
     def normal(*shape: int) -> np.ndarray:
         return rng.standard_normal(shape).astype(dtype)
 
-    out = [("512×512 · 512×512", normal(512, 512), normal(512, 512))]
-    for m, k, n in LINEAR_SHAPES:
+    out = [] if large else [("512×512 · 512×512", normal(512, 512), normal(512, 512))]
+    for m, k, n in LARGE_SHAPES if large else LINEAR_SHAPES:
         a, b, g = normal(m, k), normal(k, n), normal(m, n)
         out.append((f"{m}×{k} · {k}×{n}", a, b))
         out.append((f"{m}×{n} · ({k}×{n})ᵀ  [g @ Bᵀ]", g, b.T))
         out.append((f"({m}×{k})ᵀ · {m}×{n}  [Aᵀ @ g]", a.T, g))
-    for batch, m, k, n in BATCHED_SHAPES:
+    for batch, m, k, n in [] if large else BATCHED_SHAPES:
         out.append((f"{batch} × {m}×{k} · {k}×{n}", normal(batch, m, k), normal(batch, k, n)))
     return out
 
@@ -80,13 +88,13 @@ def flops(a: np.ndarray, b: np.ndarray) -> float:
     return 2.0 * float(np.prod(out_shape)) * a.shape[-1]
 
 
-def child(side: str, dtype: str, calls: int) -> None:
+def child(side: str, dtype: str, calls: int, large: bool) -> None:
     """In a fresh process: median milliseconds of each case, and the first calls' seconds."""
     from tinyattn.kernels.matmul import matmul
 
     product = matmul if side == "tinyattn" else np.matmul
     start = time.perf_counter()
-    work = cases(dtype)
+    work = cases(dtype, large)
     for _, a, b in work:
         product(a, b)
     first_calls = time.perf_counter() - start
@@ -103,20 +111,21 @@ def child(side: str, dtype: str, calls: int) -> None:
     print(json.dumps({"ms": medians, "first_calls_s": first_calls}))
 
 
-def run_child(side: str, dtype: str, calls: int, threads: int) -> dict:
+def run_child(side: str, dtype: str, calls: int, threads: int, large: bool) -> dict:
     env = {**os.environ, "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
     result = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--child", side, "--dtype", dtype,
-         "--calls", str(calls)], capture_output=True, text=True, check=True, env=env)
+         "--calls", str(calls), *(["--large"] if large else [])],
+        capture_output=True, text=True, check=True, env=env)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def check_agreement(dtype: str) -> None:
+def check_agreement(dtype: str, large: bool) -> None:
     """Every case: tinyattn within float rounding of numpy, relative to ``|a| @ |b|``."""
     from tinyattn.kernels.matmul import matmul
 
     tolerance = 1e-5 if dtype == "float32" else 1e-12
-    for label, a, b in cases(dtype):
+    for label, a, b in cases(dtype, large):
         scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
         if not np.all(np.abs(matmul(a, b) - np.matmul(a, b)) <= tolerance * scale):
             raise SystemExit(f"W1: tinyattn and numpy disagree on {label} {dtype}")
@@ -144,16 +153,17 @@ def cpu_lines() -> list[str]:
 
 def table(args: argparse.Namespace) -> str:
     for dtype in DTYPES:
-        check_agreement(dtype)
+        check_agreement(dtype, args.large)
     load_before = os.getloadavg()
     rows, first_calls = [], {}
     for dtype in DTYPES:
-        work = cases(dtype)
+        work = cases(dtype, args.large)
         rounds = {"tinyattn": [], "numpy": []}
         for r in range(args.rounds):
             order = ("tinyattn", "numpy") if r % 2 == 0 else ("numpy", "tinyattn")
             for side in order:
-                rounds[side].append(run_child(side, dtype, args.calls, args.threads))
+                rounds[side].append(run_child(side, dtype, args.calls, args.threads,
+                                              args.large))
         first_calls[dtype] = rounds["tinyattn"][0]["first_calls_s"]
         for i, (label, a, b) in enumerate(work):
             ours = np.array([run["ms"][i] for run in rounds["tinyattn"]])
@@ -164,8 +174,8 @@ def table(args: argparse.Namespace) -> str:
                         f"{gflop / np.median(ref) * 1e3:.1f} | {np.median(ratios):.2f}× | "
                         f"{ratios.min():.2f}–{ratios.max():.2f} |")
     load_after = os.getloadavg()
-    command = (f"python benchmarks/bench_matmul.py --threads {args.threads} "
-               f"--rounds {args.rounds} --calls {args.calls}")
+    command = (f"python benchmarks/bench_matmul.py {'--large ' if args.large else ''}"
+               f"--threads {args.threads} --rounds {args.rounds} --calls {args.calls}")
     lines = [
         *cpu_lines(),
         "",
@@ -311,6 +321,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7, help="alternating rounds per dtype")
     parser.add_argument("--calls", type=int, default=21, help="timed calls per case and round")
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
+    parser.add_argument("--large", action="store_true",
+                        help="time the Linear products of larger models instead of W1's")
     parser.add_argument("--alternatives", action="store_true",
                         help="compare kernel variants at one thread instead")
     parser.add_argument("--tiles", default="6x2x32,14x2x64,12x2x64,8x3x64,4x4x64",
@@ -319,7 +331,7 @@ def main() -> None:
     parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.dtype, args.calls)
+        child(args.child, args.dtype, args.calls, args.large)
         return
     if args.alternatives:
         if os.environ.get("NUMBA_NUM_THREADS") != "1":
@@ -333,7 +345,8 @@ def main() -> None:
     body = table(args)
     print(body)
     if args.out is not None:
-        write_results(args.out, machine_heading(), body)
+        suffix = ": Linear products of larger models" if args.large else ""
+        write_results(args.out, machine_heading() + suffix, body)
 
 
 if __name__ == "__main__":

@@ -629,6 +629,25 @@ MUTANTS: list[Mutant] = [
            "a row-major B wider than A is tall gets one task per tile column, each of which "
            "reads all of A (float64 Aᵀ @ g products 1.08–1.13× the time)",
            "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-rows-not-cut-for-l2", "tinyattn/kernels/matmul.py",
+           "        m_blocks = max(m_blocks, -(-m_panels // tile_rows))\n",
+           "        m_blocks = max(m_blocks, 1)\n",
+           "a task that shares out A's rows runs all of them whatever their size, so a product "
+           "of many rows reads its slab of A from memory for every panel of B (nanoGPT's MLP "
+           "at its default batch twice the time)",
+           "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-rows-cut-for-l2-by-all-of-k", "tinyattn/kernels/matmul.py",
+           "block.a_block_bytes // (MR * kc * itemsize)",
+           "block.a_block_bytes // (MR * k * itemsize)",
+           "the tile rows a task keeps in L2 are counted with all of k, not one block of it: "
+           "the rows of a deep product are cut into far more tasks than L2 needs",
+           "tests/kernels/test_matmul_kernel.py"),
+    mutant("matmul-wide-b-rows-cut-for-l2", "tinyattn/kernels/matmul.py",
+           "    if n <= m:  # the rows shared out",
+           "    if True:  # the rows shared out",
+           "a run of B's columns over all of A's rows is cut into blocks of rows that fit L2 "
+           "too, so B, the larger operand there, is read once per block",
+           "tests/kernels/test_matmul_kernel.py"),
     mutant("matmul-wide-bt-in-runs", "tinyattn/kernels/matmul.py",
            "    else:  # a transposed B: one micro-tile column per task, which may copy it itself "
            "(below)\n        n_blocks = n_panels\n",

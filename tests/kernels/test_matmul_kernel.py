@@ -137,7 +137,7 @@ def test_tiled_path_handles_every_edge_tile(dtype, monkeypatch):
 
     ``_TINY_MACS = 0`` sends even the smallest of them through the register tile.
     """
-    replan(monkeypatch, _TINY_MACS=0, _blocking=lambda itemsize: Blocking(64, 2))
+    replan(monkeypatch, _TINY_MACS=0, _blocking=lambda itemsize: Blocking(64, 2, 1 << 30))
     nr = TILE.columns(np.dtype(dtype).itemsize)
     rng = np.random.default_rng(6)
     for m in (MR, MR + 1, 2 * MR - 1, 13 * MR + 5):
@@ -210,7 +210,8 @@ def test_results_do_not_depend_on_threads_or_blocking(dtype, monkeypatch):
         reference = matmul(a, b)
     with numba_threads(2):
         np.testing.assert_array_equal(matmul(a, b), reference)
-    replan(monkeypatch, _TASKS_PER_THREAD=13, _blocking=lambda itemsize: Blocking(48, 1))
+    replan(monkeypatch, _TASKS_PER_THREAD=13,
+           _blocking=lambda itemsize: Blocking(48, 1, 2 * MR * 48 * itemsize))
     np.testing.assert_array_equal(matmul(a, b), reference)
 
 
@@ -302,6 +303,7 @@ def test_blocks_fit_the_caches(l1, l2, itemsize, tile):
     if block.kc > 16:
         assert block.kc * nr * itemsize <= l1 * 2 // 3  # a micro-panel of B in L1
         assert (block.kc + 1) * nr * itemsize > l1 * 2 // 3  # and as long as it can be
+    assert block.a_block_bytes == l2  # a task's slices of A for a block of k in L2
 
 
 dims = st.integers(min_value=0, max_value=40)
@@ -492,7 +494,8 @@ def test_row_sums_add_the_sums_of_as_rows_in_float64(monkeypatch, dtype, m, k, n
         one_thread = summed()
     with numba_threads(2):
         np.testing.assert_array_equal(summed(), one_thread)
-    replan(monkeypatch, _TASKS_PER_THREAD=13, _blocking=lambda itemsize: Blocking(48, 1))
+    replan(monkeypatch, _TASKS_PER_THREAD=13,
+           _blocking=lambda itemsize: Blocking(48, 1, 2 * MR * 48 * itemsize))
     np.testing.assert_array_equal(summed(), one_thread)
 
 
@@ -509,6 +512,31 @@ def _tile_launches(monkeypatch) -> list[tuple]:
     run_tasks = matmul_module.run_tasks
     monkeypatch.setattr(matmul_module, "run_tasks", run)
     return launches
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_tasks_share_out_rows_whose_slices_of_a_fit_l2(monkeypatch, dtype):
+    """N <= M: each task runs as many tile rows as have their slices of A for a block of k
+    (``MR × kc`` values each) within ``a_block_bytes``, so that they stay in L2 while its tile
+    columns run over them; numpy's product, with the bias and the row sums. N > M: each run of
+    B's columns still runs over all the rows."""
+    replan(monkeypatch, _blocking=lambda itemsize: Blocking(32, 2, 3 * MR * 32 * itemsize))
+    launches = _tile_launches(monkeypatch)
+    nr = TILE.columns(np.dtype(dtype).itemsize)
+    rng = np.random.default_rng(21)
+    m, k = 20 * MR + 1, 64  # 21 tile rows and 2 k-blocks of 32: 7 tasks of 3 tile rows
+    a, b = random(rng, (m, k), dtype), random(rng, (k, 3 * nr), dtype)
+    bias = random(rng, (3 * nr,), dtype)
+    for left, right in ((a, b), (np.asfortranarray(a), np.asfortranarray(b))):
+        assert_matches_numpy(left, right)
+    np.testing.assert_array_equal(matmul(a, b, bias), matmul(a, b) + bias)
+    sums = np.zeros(m)
+    matmul(np.asfortranarray(a), b, row_sums=sums)
+    np.testing.assert_allclose(sums, a.sum(axis=1, dtype=np.float64), rtol=1e-12)
+    wide = random(rng, (k, (m // nr + 2) * nr), dtype)  # N > M, a whole number of tiles
+    assert_matches_numpy(a, wide)
+    m_blocks = [args[-2] for args in launches]
+    assert m_blocks[:5] == [7] * 5 and m_blocks[5] == 1
 
 
 @pytest.mark.parametrize("threads", [1, 2])

@@ -80,6 +80,18 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
   L2). With a 48 KiB L1 and 256-byte tile rows that is ``kc`` = 128. On the Intel Xeon of
   ``benchmarks/results_matmul.md`` this order with ``kc`` = 128 took the tile from 120–140 to
   150–200 GFLOP/s per core on the products of a small GPT's training step.
+  The slices of A stream from L2 only if the task's slices for one block of ``k`` fit there.
+  So when the tasks share out A's rows (``N <= M``), a task runs at most as many tile rows as
+  have their ``MR × kc`` values of A within L2's size (``a_block_bytes``). Before this bound a
+  product of many rows ran each micro-panel of B over a slab of A several megabytes long,
+  fetched again from L3 or memory for every panel. On the AMD EPYC without AVX-512 of
+  ``benchmarks/README.md`` (L2 512 KiB), nanoGPT's MLP at its default batch
+  (16384 × 384 · 384 × 1536, float32) ran at 53 GFLOP/s, 0.41× OpenBLAS's speed, and at
+  120–123 GFLOP/s (0.84–0.85×) with the bound (``bench_matmul.py --large``). Products of 1024
+  rows, whose slabs are about L2's size, took 0.96–1.05× the time. A run of B's columns over
+  all of A's rows (``N > M``) is not cut: B is the larger operand there, and each further
+  block of rows would read all of it again (cut at half of L2,
+  ``(16384 × 384)ᵀ · (16384 × 1536)`` took 1.06–1.13× the time).
 * **No call, no spill inside a tile.** The loop over ``p`` is written out in
   :func:`_gemm_block` and reads every matrix of B from one 2-D stack of rows (a row offset per
   matrix or panel, not a view per tile): a call or a new array view between the tile's first
@@ -93,9 +105,10 @@ kernel is sized from :func:`~tinyattn.kernels.cpu.vector_unit` (what numba compi
 * **Parallel strategy.** :func:`_gemm_tiled` runs tasks of whole micro-tiles, each a
   block of tile rows × tile columns of one output matrix, *across the whole batch*: 64 small
   attention matmuls are one parallel loop with no per-matrix Python overhead, and a single
-  large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread
-  (numba's TBB layer balances them between the threads; its OpenMP layer gives each thread
-  one contiguous run of tasks, and one task per thread there was no faster in W4).
+  large product is cut into at least ``_TASKS_PER_THREAD`` near-equal row blocks per thread,
+  and into as many more as keep each block's slices of A in L2 (above) (numba's TBB layer
+  balances them between the threads; its OpenMP layer gives each thread one contiguous run of
+  tasks, and one task per thread there was no faster in W4).
   When B is wider than A is tall (``N > M``, B the larger operand, as in the weight gradient
   ``gᵀ X`` of a Linear that narrows its input, ``X`` the input and ``g`` the output's
   gradient), the threads share out B's columns rather than A's rows, so that each reads only
@@ -221,7 +234,7 @@ def micro_tile(unit: VectorUnit) -> TileShape:
 
 @dataclass(frozen=True)
 class Blocking:
-    """Cache blocking of the product, in values of ``k`` and micro-tile columns.
+    """Cache blocking of the product: values of ``k``, micro-tile columns, bytes of A.
 
     Attributes
     ----------
@@ -231,10 +244,15 @@ class Blocking:
     nc_panels : int
         Micro-tile columns per task, at most (how ``N`` is cut between tasks), unless B is
         wider than A is tall (then ``N`` is cut by the thread count; see the module doc).
+    a_block_bytes : int
+        When the tasks share out A's rows (``N <= M``), the most bytes of A a task's tile rows
+        may read for one block of ``k`` (``MR × kc`` values per tile row): L2's size, so that
+        they stay there while the task's micro-panels of B run over them.
     """
 
     kc: int
     nc_panels: int
+    a_block_bytes: int
 
 
 def blocking(caches: DataCaches, tile: TileShape, itemsize: int) -> Blocking:
@@ -242,17 +260,17 @@ def blocking(caches: DataCaches, tile: TileShape, itemsize: int) -> Blocking:
 
     ``kc`` is as long as a ``kc × NR`` micro-panel of B may be and still fill at most two
     thirds of L1 (the rest is for the slices of A that stream past it and for C's tile),
-    and at least 16.
+    and at least 16; a task's slices of A for one block of ``k`` fill at most L2.
 
     Examples
     --------
     >>> from tinyattn.kernels.cpu import DataCaches
     >>> blocking(DataCaches(48 * 1024, 2048 * 1024), TileShape(6, 4, 64), 4)
-    Blocking(kc=128, nc_panels=4)
+    Blocking(kc=128, nc_panels=4, a_block_bytes=2097152)
     """
     panel_row = tile.columns(itemsize) * itemsize  # bytes of B per k and micro-panel
     kc = caches.l1 * 2 // 3 // panel_row
-    return Blocking(max(16, kc), _B_PANELS_PER_TASK)
+    return Blocking(max(16, kc), _B_PANELS_PER_TASK, caches.l2)
 
 
 # The register tile of the product (a compile-time constant of the jitted code) and its rows.
@@ -402,6 +420,9 @@ def _tile_plan(a_contiguous: bool, b_shape: tuple[int, ...], b_contiguous: bool,
         n_blocks = n_panels
     m_panels = -(-m // MR)
     m_blocks = min(m_panels, max(1, -(-_TASKS_PER_THREAD * threads // (batch_out * n_blocks))))
+    if n <= m:  # the rows shared out: each task's slices of A for a block of k stay in L2
+        tile_rows = max(1, block.a_block_bytes // (MR * kc * itemsize))
+        m_blocks = max(m_blocks, -(-m_panels // tile_rows))
     if not b_contiguous and n > m and b_shape[0] == batch_out and \
             batch_out * n_blocks % threads == 0:
         # a transposed B wider than A is tall whose panels the threads share evenly: one task
