@@ -36,6 +36,27 @@ def test_gradcheck_rejects_a_wrong_gradient_and_names_the_worst_element():
     assert ta.gradcheck(lambda t: WrongSquare.apply(t), (x,), raise_exception=False) is False
 
 
+def test_gradcheck_rejects_a_nan_gradient_and_names_its_element():
+    class NanSquare(Function):
+        """y = x², with a backward that loses one element to NaN."""
+
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            dx = 2 * x * grad
+            dx.numpy().reshape(-1)[1] = np.nan
+            return dx
+
+    x = ta.tensor(np.arange(1.0, 7.0).reshape(2, 3), dtype="float64", requires_grad=True)
+    with pytest.raises(ta.GradcheckError, match=r"element \(0, 1\): analytic nan"):
+        ta.gradcheck(lambda t: NanSquare.apply(t), (x,))
+
+
 def test_random_directions_catch_a_wrong_gradient_in_a_large_input():
     x = ta.randn(40, 40, dtype="float64", requires_grad=True)
     with pytest.raises(ta.GradcheckError, match="random direction"):
