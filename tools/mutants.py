@@ -1270,7 +1270,7 @@ MUTANTS: list[Mutant] = [
            "set_materialize_grads(False) is ignored: unused outputs still get zeros",
            "tests/test_custom_function.py"),
 
-    # ---- the gradient checker, initialisers, hooks and layer outputs --------------------------
+    # ---- the gradient checker, initialisers, hooks, dtypes and attention layers' outputs -----
     mutant("gradcheck-nan-agrees", "tinyattn/gradcheck.py",
            "excess[np.isnan(excess)] = np.inf",
            "excess[np.isnan(excess)] = 0.0",
@@ -1302,11 +1302,6 @@ MUTANTS: list[Mutant] = [
            "weights = weights.sum(dim=1)  # (B, T, S)",
            "multi-head attention's averaged weights add the heads up instead of averaging",
            "tests/test_multihead_attention.py"),
-    mutant("amsgrad-no-running-max", "tinyattn/optim/adam.py",
-           "np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)",
-           "max_exp_avg_sq[...] = exp_avg_sq",
-           "AMSGrad keeps the latest second moment instead of its running maximum (plain Adam)",
-           "tests/test_optim.py", "tests/test_parity_optim.py"),
 
     # ---- optimizers and schedules (tinyattn/optim, tinyattn/kernels/adamw.py, nn/utils.py) ----
     mutant("adamw-decay-without-lr", "tinyattn/kernels/adamw.py",
@@ -1318,6 +1313,11 @@ MUTANTS: list[Mutant] = [
            "return decay, coupled_wd, -lr / bias_correction1, math.sqrt(bias_correction2),",
            "return decay, coupled_wd, -lr, math.sqrt(bias_correction2),",
            "Adam's step size leaves out the first moment's bias correction",
+           "tests/test_optim.py", "tests/test_parity_optim.py"),
+    mutant("amsgrad-no-running-max", "tinyattn/optim/adam.py",
+           "np.maximum(max_exp_avg_sq, exp_avg_sq, out=max_exp_avg_sq)",
+           "max_exp_avg_sq[...] = exp_avg_sq",
+           "AMSGrad keeps the latest second moment instead of its running maximum (plain Adam)",
            "tests/test_optim.py", "tests/test_parity_optim.py"),
     mutant("sgd-momentum-ema", "tinyattn/optim/sgd.py",
            "buffer *= dtype(momentum)",
