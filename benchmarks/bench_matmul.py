@@ -18,6 +18,14 @@ are megabytes each: nanoGPT's default shakespeare_char configuration (64 sequenc
 tokens, width 384, MLP 1536) and GPT-2 small's MLP over 4096 tokens (768, 3072), each forward
 product with its two backward ones. ``--out`` puts that table after the machine's W1 table.
 
+``--w4`` times W4's products against PyTorch's (MKL) instead of numpy's, float32: the 15
+product shapes of one iteration of ``gpt_script.py`` (nanoGPT's CPU recipe: 12 × 64 = 768
+tokens, width 128, MLP 512, a head of 65), each ``Linear``'s forward ``x @ Wᵀ`` and its two
+backward products ``g @ W`` and ``gᵀ @ x``, read through transposed views as autograd passes
+them. Besides each shape it gives the sum over one iteration (each shape times the number of
+layers that run it), the products' share of a W4 iteration on either side. ``--out`` puts that
+table after the machine's W1 table.
+
 ``--alternatives [--tiles 14x2x64,...]`` instead compares design alternatives at one thread,
 on the forward W1 products, two with a B of several MiB and products ``x @ Wᵀ`` of a few rows
 with GPT-2's weights: copies of the kernel module with another register tile (rows × vectors ×
@@ -59,6 +67,11 @@ WIDE_B_SHAPES = [(192, 512, 4096), (256, 2048, 2048)]  # --alternatives only: B 
 # from a small GPT (width 128)
 FEW_ROWS_WT_SHAPES = [(8, 768, 50257), (64, 768, 50257), (8, 768, 2304), (8, 3072, 768),
                       (100, 768, 3072), (16, 128, 128), (64, 128, 384), (64, 512, 128)]
+# --w4 only: W4's Linears, (out features, in features, how many an iteration runs), over
+# 12 sequences of 64 tokens: per block the packed q, k, v, the attention's and the MLP's
+# projections, then the tied output head
+W4_TOKENS = 12 * 64
+W4_LINEARS = [(384, 128, 4), (128, 128, 4), (512, 128, 4), (128, 512, 4), (65, 128, 1)]
 DTYPES = ("float32", "float64")
 TITLE = "## W1 — matmul kernel"
 
@@ -82,24 +95,50 @@ def cases(dtype: str, large: bool = False) -> list[tuple[str, np.ndarray, np.nda
     return out
 
 
+def w4_cases() -> list[tuple[str, np.ndarray, np.ndarray, int]]:
+    """(label, a, b, count) for each of W4's products (float32, seeded): a Linear's forward
+    ``x @ Wᵀ``, ``g @ W`` and ``gᵀ @ x``, and how many of each one iteration runs."""
+    rng = np.random.default_rng(0)
+
+    def normal(*shape: int) -> np.ndarray:
+        return rng.standard_normal(shape).astype(np.float32)
+
+    out = []
+    for n_out, n_in, count in W4_LINEARS:
+        x, w, g = normal(W4_TOKENS, n_in), normal(n_out, n_in), normal(W4_TOKENS, n_out)
+        m = W4_TOKENS
+        out.append((f"{m}×{n_in} · ({n_out}×{n_in})ᵀ  [x @ Wᵀ]", x, w.T, count))
+        out.append((f"{m}×{n_out} · {n_out}×{n_in}  [g @ W]", g, w, count))
+        out.append((f"({m}×{n_out})ᵀ · {m}×{n_in}  [gᵀ @ x]", g.T, x, count))
+    return out
+
+
 def flops(a: np.ndarray, b: np.ndarray) -> float:
     """Floating-point operations of ``a @ b`` (2 per multiply-add)."""
     out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
     return 2.0 * float(np.prod(out_shape)) * a.shape[-1]
 
 
-def child(side: str, dtype: str, calls: int, large: bool) -> None:
+def child(side: str, dtype: str, calls: int, large: bool, w4: bool, threads: int) -> None:
     """In a fresh process: median milliseconds of each case, and the first calls' seconds."""
     from tinyattn.kernels.matmul import matmul
 
-    product = matmul if side == "tinyattn" else np.matmul
+    work = [case[1:3] for case in w4_cases()] if w4 else \
+        [case[1:] for case in cases(dtype, large)]
+    if side == "torch":
+        import torch
+
+        torch.set_num_threads(threads)
+        product = torch.matmul
+        work = [(torch.from_numpy(a), torch.from_numpy(b)) for a, b in work]  # views kept
+    else:
+        product = matmul if side == "tinyattn" else np.matmul
     start = time.perf_counter()
-    work = cases(dtype, large)
-    for _, a, b in work:
+    for a, b in work:
         product(a, b)
     first_calls = time.perf_counter() - start
     medians = []
-    for _, a, b in work:
+    for a, b in work:
         for _ in range(3):
             product(a, b)
         times = []
@@ -111,21 +150,24 @@ def child(side: str, dtype: str, calls: int, large: bool) -> None:
     print(json.dumps({"ms": medians, "first_calls_s": first_calls}))
 
 
-def run_child(side: str, dtype: str, calls: int, threads: int, large: bool) -> dict:
+def run_child(side: str, dtype: str, calls: int, threads: int, large: bool,
+              w4: bool = False) -> dict:
     env = {**os.environ, "NUMBA_NUM_THREADS": str(threads), "OPENBLAS_NUM_THREADS": str(threads)}
     result = subprocess.run(
         [sys.executable, os.path.abspath(__file__), "--child", side, "--dtype", dtype,
-         "--calls", str(calls), *(["--large"] if large else [])],
+         "--calls", str(calls), "--threads", str(threads), *(["--large"] if large else []),
+         *(["--w4"] if w4 else [])],
         capture_output=True, text=True, check=True, env=env)
     return json.loads(result.stdout.strip().splitlines()[-1])
 
 
-def check_agreement(dtype: str, large: bool) -> None:
-    """Every case: tinyattn within float rounding of numpy, relative to ``|a| @ |b|``."""
+def check_agreement(dtype: str, work: list) -> None:
+    """Every case ``(label, a, b, ...)`` of ``work``: tinyattn within float rounding of numpy,
+    relative to ``|a| @ |b|``."""
     from tinyattn.kernels.matmul import matmul
 
     tolerance = 1e-5 if dtype == "float32" else 1e-12
-    for label, a, b in cases(dtype, large):
+    for label, a, b, *_ in work:
         scale = np.abs(a).astype(np.float64) @ np.abs(b).astype(np.float64)
         if not np.all(np.abs(matmul(a, b) - np.matmul(a, b)) <= tolerance * scale):
             raise SystemExit(f"W1: tinyattn and numpy disagree on {label} {dtype}")
@@ -153,7 +195,7 @@ def cpu_lines() -> list[str]:
 
 def table(args: argparse.Namespace) -> str:
     for dtype in DTYPES:
-        check_agreement(dtype, args.large)
+        check_agreement(dtype, cases(dtype, args.large))
     load_before = os.getloadavg()
     rows, first_calls = [], {}
     for dtype in DTYPES:
@@ -194,6 +236,55 @@ def table(args: argparse.Namespace) -> str:
         f"after {', '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs).",
     ]
     return "\n".join(lines)
+
+
+def w4_table(args: argparse.Namespace) -> str:
+    """W4's products, tinyattn against torch, each side in its own processes (module doc)."""
+    work = w4_cases()
+    check_agreement("float32", work)
+    load_before = os.getloadavg()
+    rounds = {"tinyattn": [], "torch": []}
+    for r in range(args.rounds):
+        for side in ("tinyattn", "torch") if r % 2 == 0 else ("torch", "tinyattn"):
+            rounds[side].append(run_child(side, "float32", args.calls, args.threads, False,
+                                          w4=True))
+    load_after = os.getloadavg()
+    ms = {side: np.array([run["ms"] for run in runs]) for side, runs in rounds.items()}  # (r, c)
+    counts = np.array([count for *_, count in work])
+    rows = []
+    for i, (label, a, b, count) in enumerate(work):
+        ours, ref = ms["tinyattn"][:, i], ms["torch"][:, i]
+        gflop = flops(a, b) / 1e9
+        ratios = ref / ours
+        rows.append(f"| {label} | {count} | {gflop / np.median(ours) * 1e3:.1f} | "
+                    f"{gflop / np.median(ref) * 1e3:.1f} | {np.median(ratios):.2f}× | "
+                    f"{ratios.min():.2f}–{ratios.max():.2f} |")
+    iteration = {side: times @ counts for side, times in ms.items()}  # ms per round
+    ratios = iteration["torch"] / iteration["tinyattn"]
+    rows.append(f"| one iteration's products (ms: Σ count × median) | {counts.sum()} | "
+                f"{np.median(iteration['tinyattn']):.2f} ms | "
+                f"{np.median(iteration['torch']):.2f} ms | {np.median(ratios):.2f}× | "
+                f"{ratios.min():.2f}–{ratios.max():.2f} |")
+    command = (f"python benchmarks/bench_matmul.py --w4 --threads {args.threads} "
+               f"--rounds {args.rounds} --calls {args.calls}")
+    return "\n".join([
+        *cpu_lines(),
+        "",
+        f"Command: `{command}`",
+        "",
+        "| product (float32) | per iteration | tinyattn GF/s | torch GF/s | ratio | "
+        "ratio range |",
+        "|---|---:|---:|---:|---:|---:|",
+        *rows,
+        "",
+        f"{args.threads} threads each side, each side alone in a fresh process, {args.rounds} "
+        f"alternating rounds of {args.calls} timed calls per product. GF/s: median over "
+        "rounds. ratio: median over rounds of torch time ÷ tinyattn time (> 1: tinyattn "
+        "faster); range: lowest and highest round. The last row sums each round's medians "
+        "over one iteration's products.",
+        f"Load average (1, 5, 15 min): before {', '.join(f'{x:.1f}' for x in load_before)}; "
+        f"after {', '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs).",
+    ])
 
 
 def machine_heading() -> str:
@@ -323,15 +414,17 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=None, help="also write the table here")
     parser.add_argument("--large", action="store_true",
                         help="time the Linear products of larger models instead of W1's")
+    parser.add_argument("--w4", action="store_true",
+                        help="time W4's products against torch's instead of W1's against numpy")
     parser.add_argument("--alternatives", action="store_true",
                         help="compare kernel variants at one thread instead")
     parser.add_argument("--tiles", default="6x2x32,14x2x64,12x2x64,8x3x64,4x4x64",
                         help="extra tiles for --alternatives: rows x vectors x vector bytes")
-    parser.add_argument("--child", choices=["tinyattn", "numpy"], help=argparse.SUPPRESS)
+    parser.add_argument("--child", choices=["tinyattn", "numpy", "torch"], help=argparse.SUPPRESS)
     parser.add_argument("--dtype", choices=DTYPES, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child, args.dtype, args.calls, args.large)
+        child(args.child, args.dtype, args.calls, args.large, args.w4, args.threads)
         return
     if args.alternatives:
         if os.environ.get("NUMBA_NUM_THREADS") != "1":
@@ -342,10 +435,11 @@ def main() -> None:
         if args.out is not None:
             write_results(args.out, f"{machine_heading()}: kernel variants at one thread", body)
         return
-    body = table(args)
+    body = w4_table(args) if args.w4 else table(args)
     print(body)
     if args.out is not None:
-        suffix = ": Linear products of larger models" if args.large else ""
+        suffix = ": Linear products of larger models" if args.large else \
+            ": W4's products against torch" if args.w4 else ""
         write_results(args.out, machine_heading() + suffix, body)
 
 
