@@ -120,7 +120,8 @@ def flops(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def child(side: str, dtype: str, calls: int, large: bool, w4: bool, threads: int) -> None:
-    """In a fresh process: median milliseconds of each case, and the first calls' seconds."""
+    """In a fresh process: median milliseconds of each case, and the first calls' seconds.
+    Every side imports tinyattn, so that the processes start alike."""
     from tinyattn.kernels.matmul import matmul
 
     work = [case[1:3] for case in w4_cases()] if w4 else \
@@ -193,6 +194,21 @@ def cpu_lines() -> list[str]:
     ]
 
 
+def comparison_cells(gflop: float, ours: np.ndarray, ref: np.ndarray) -> str:
+    """``tinyattn GF/s | reference GF/s | ratio | ratio range |`` from each round's
+    milliseconds of the two sides (ratio: reference time ÷ tinyattn time, median over
+    rounds)."""
+    ratios = ref / ours
+    return (f"{gflop / np.median(ours) * 1e3:.1f} | {gflop / np.median(ref) * 1e3:.1f} | "
+            f"{np.median(ratios):.2f}× | {ratios.min():.2f}–{ratios.max():.2f} |")
+
+
+def load_line(before: tuple, after: tuple) -> str:
+    """The load averages before and after a run, for a table's footer."""
+    return (f"Load average (1, 5, 15 min): before {', '.join(f'{x:.1f}' for x in before)}; "
+            f"after {', '.join(f'{x:.1f}' for x in after)} ({os.cpu_count()} CPUs).")
+
+
 def table(args: argparse.Namespace) -> str:
     for dtype in DTYPES:
         check_agreement(dtype, cases(dtype, args.large))
@@ -210,11 +226,8 @@ def table(args: argparse.Namespace) -> str:
         for i, (label, a, b) in enumerate(work):
             ours = np.array([run["ms"][i] for run in rounds["tinyattn"]])
             ref = np.array([run["ms"][i] for run in rounds["numpy"]])
-            gflop = flops(a, b) / 1e9
-            ratios = ref / ours
-            rows.append(f"| {label} | {dtype} | {gflop / np.median(ours) * 1e3:.1f} | "
-                        f"{gflop / np.median(ref) * 1e3:.1f} | {np.median(ratios):.2f}× | "
-                        f"{ratios.min():.2f}–{ratios.max():.2f} |")
+            rows.append(f"| {label} | {dtype} | "
+                        + comparison_cells(flops(a, b) / 1e9, ours, ref))
     load_after = os.getloadavg()
     command = (f"python benchmarks/bench_matmul.py {'--large ' if args.large else ''}"
                f"--threads {args.threads} --rounds {args.rounds} --calls {args.calls}")
@@ -232,8 +245,7 @@ def table(args: argparse.Namespace) -> str:
         f"alternating rounds of {args.calls} timed calls per case. GF/s: median over rounds. "
         "ratio: median over rounds of numpy time ÷ tinyattn time (> 1: tinyattn faster); "
         "range: lowest and highest round.",
-        f"Load average (1, 5, 15 min): before {', '.join(f'{x:.1f}' for x in load_before)}; "
-        f"after {', '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs).",
+        load_line(load_before, load_after),
     ]
     return "\n".join(lines)
 
@@ -253,12 +265,8 @@ def w4_table(args: argparse.Namespace) -> str:
     counts = np.array([count for *_, count in work])
     rows = []
     for i, (label, a, b, count) in enumerate(work):
-        ours, ref = ms["tinyattn"][:, i], ms["torch"][:, i]
-        gflop = flops(a, b) / 1e9
-        ratios = ref / ours
-        rows.append(f"| {label} | {count} | {gflop / np.median(ours) * 1e3:.1f} | "
-                    f"{gflop / np.median(ref) * 1e3:.1f} | {np.median(ratios):.2f}× | "
-                    f"{ratios.min():.2f}–{ratios.max():.2f} |")
+        rows.append(f"| {label} | {count} | "
+                    + comparison_cells(flops(a, b) / 1e9, ms["tinyattn"][:, i], ms["torch"][:, i]))
     iteration = {side: times @ counts for side, times in ms.items()}  # ms per round
     ratios = iteration["torch"] / iteration["tinyattn"]
     rows.append(f"| one iteration's products (ms: Σ count × median) | {counts.sum()} | "
@@ -282,8 +290,7 @@ def w4_table(args: argparse.Namespace) -> str:
         "rounds. ratio: median over rounds of torch time ÷ tinyattn time (> 1: tinyattn "
         "faster); range: lowest and highest round. The last row sums each round's medians "
         "over one iteration's products.",
-        f"Load average (1, 5, 15 min): before {', '.join(f'{x:.1f}' for x in load_before)}; "
-        f"after {', '.join(f'{x:.1f}' for x in load_after)} ({os.cpu_count()} CPUs).",
+        load_line(load_before, load_after),
     ])
 
 
